@@ -1,0 +1,252 @@
+// hier: hierarchical collectives composed from subgroup building blocks (subgroup.hpp) over the
+// levels of Request::groups (innermost first; rank = c0 + g0*(c1 + g1*(c2 + ...))).
+//   all-reduce:     reduce-scatter in each level's group going out, all-reduce at the outermost
+//                   level, all-gather coming back in (each on the shard the level below left).
+//   reduce-scatter: inner levels first; all-gather: outer levels first. Both work in Scratch with
+//                   the blocks ordered by reversed digits (c0 most significant), so every level's
+//                   group exchanges contiguous ranges.
+//   all-to-all(v):  two stages over X = nranks/g0 groups of Y = g0: an all-to-all inside the group
+//                   that gathers at local index y everything bound for local index y, then one
+//                   across groups between ranks of the same local index (levels beyond the
+//                   first are taken as one: X = nranks / g0).
+// Level l's inner algorithm is levelAlgorithms[l] (default ring): reduce-scatter and all-gather
+// phases use ring, or recursive halving/doubling for "rhd" (halving needs a power-of-two group,
+// else ring); "tree" only changes the outermost all-reduce (double binary tree); elsewhere it is
+// ring. A malformed hierarchy (sizes < 1, product != nranks) is treated as one level.
+#include <string>
+
+#include "algorithms/builders.hpp"
+#include "algorithms/families.hpp"
+#include "algorithms/subgroup.hpp"
+
+namespace nlccl::algo {
+
+using plan::LocalKind;
+using plan::Plan;
+using plan::Region;
+using plan::Step;
+using plan::XferKind;
+
+namespace {
+
+/// The level structure of a request: sizes, strides (product of inner sizes) and algorithms.
+struct Levels {
+  std::vector<int> size, stride;
+  std::vector<std::string> algo;
+  int levels() const { return static_cast<int>(size.size()); }
+  int coord(int rank, int l) const { return rank / stride[l] % size[l]; }
+  /// Members of `rank`'s group at level l, by local index.
+  std::vector<int> members(int rank, int l) const {
+    std::vector<int> m;
+    const int base = rank - coord(rank, l) * stride[l];
+    for (int j = 0; j < size[l]; ++j) m.push_back(base + j * stride[l]);
+    return m;
+  }
+  /// Product of the sizes of the levels outside l (the weight of digit l in the reversed order).
+  int outer(int l) const {
+    int w = 1;
+    for (int k = l + 1; k < levels(); ++k) w *= size[k];
+    return w;
+  }
+  /// Position of `rank` when blocks are ordered by reversed digits (c0 most significant).
+  int key(int rank) const {
+    int k = 0;
+    for (int l = 0; l < levels(); ++l) k += coord(rank, l) * outer(l);
+    return k;
+  }
+};
+
+// A malformed hierarchy (sizes < 1 or product != nranks) is treated as one level.
+Levels levelsOf(const plan::Request& req) {
+  Levels lv;
+  int prod = 1;
+  bool ok = !req.groups.empty();
+  for (int g : req.groups) {
+    if (g < 1)
+      ok = false;
+    else
+      prod *= g;
+  }
+  lv.size = ok && prod == req.nranks ? req.groups : std::vector<int>{req.nranks};
+  int stride = 1;
+  for (size_t l = 0; l < lv.size.size(); ++l) {
+    lv.stride.push_back(stride);
+    stride *= lv.size[l];
+    lv.algo.push_back(l < req.levelAlgorithms.size() ? req.levelAlgorithms[l] : "ring");
+  }
+  return lv;
+}
+
+// Calls f(members, leader) once per group of level l.
+template <typename F>
+void forGroups(const Levels& lv, int nranks, int l, F f) {
+  for (int r = 0; r < nranks; ++r)
+    if (lv.coord(r, l) == 0) f(lv.members(r, l), r);
+}
+
+// Range of keys (in blocks) whose digits 0..l-1 equal those of `rank`: g_l * outer(l) blocks.
+Region keyRange(const Levels& lv, int rank, int l, size_t c) {
+  size_t start = 0;
+  for (int k = 0; k < l; ++k) start += static_cast<size_t>(lv.coord(rank, k)) * lv.outer(k);
+  return plan::scratch(start * c, static_cast<size_t>(lv.size[l]) * lv.outer(l) * c);
+}
+
+}  // namespace
+
+Plan hierAllReduce(const plan::Request& req) {
+  Plan p = sub::shell(req, "hier");
+  const Levels lv = levelsOf(req);
+  const int top = lv.levels() - 1, np = req.nranks;
+  const size_t n = req.count;
+  // A tree at the top level runs its two trees on two channels; every phase then splits in halves.
+  const int nch = lv.algo[top] == "tree" ? 2 : 1;
+  for (int t = 0; t < nch; ++t) {
+    const Region whole = sub::block(plan::out(0, n), nch, t);
+    if (!req.inPlace)
+      for (int r = 0; r < np; ++r)
+        sub::local(p, r, t, LocalKind::Copy, plan::in(whole.offset, whole.count), whole);
+    // The shard of `rank` after reduce-scatters at levels 0..l-1.
+    auto shard = [&](int rank, int l) {
+      Region s = whole;
+      for (int k = 0; k < l; ++k) s = sub::block(s, lv.size[k], lv.coord(rank, k));
+      return s;
+    };
+    for (int l = 0; l < top; ++l)
+      forGroups(lv, np, l, [&](const std::vector<int>& m, int r) {
+        sub::reduceScatter(lv.algo[l], p, t, m, shard(r, l));
+      });
+    forGroups(lv, np, top, [&](const std::vector<int>& m, int r) {
+      const Region s = shard(r, top);
+      sub::allReduce(lv.algo[top], p, t, m, s, t, s.offset);
+    });
+    for (int l = top - 1; l >= 0; --l)
+      forGroups(lv, np, l, [&](const std::vector<int>& m, int r) {
+        sub::allGather(lv.algo[l], p, t, m, shard(r, l));
+      });
+  }
+  sub::fitScratch(p);
+  return p;
+}
+
+Plan hierAllGather(const plan::Request& req) {
+  Plan p = sub::shell(req, "hier");
+  const Levels lv = levelsOf(req);
+  const int np = req.nranks;
+  const size_t c = req.count;
+  if (c == 0) return p;
+  for (int r = 0; r < np; ++r)
+    sub::local(p, r, 0, LocalKind::Copy, plan::in(0, c), plan::scratch(lv.key(r) * c, c));
+  for (int l = lv.levels() - 1; l >= 0; --l)
+    forGroups(lv, np, l, [&](const std::vector<int>& m, int r) {
+      sub::allGather(lv.algo[l], p, 0, m, keyRange(lv, r, l, c));
+    });
+  for (int r = 0; r < np; ++r)
+    for (int q = 0; q < np; ++q)
+      sub::local(p, r, 0, LocalKind::Copy, plan::scratch(lv.key(q) * c, c), plan::out(q * c, c));
+  sub::fitScratch(p);
+  return p;
+}
+
+Plan hierReduceScatter(const plan::Request& req) {
+  Plan p = sub::shell(req, "hier");
+  const Levels lv = levelsOf(req);
+  const int np = req.nranks;
+  const size_t c = req.count;
+  if (c == 0) return p;
+  for (int r = 0; r < np; ++r)
+    for (int q = 0; q < np; ++q)
+      sub::local(p, r, 0, LocalKind::Copy, plan::in(q * c, c), plan::scratch(lv.key(q) * c, c));
+  for (int l = 0; l < lv.levels(); ++l)
+    forGroups(lv, np, l, [&](const std::vector<int>& m, int r) {
+      sub::reduceScatter(lv.algo[l], p, 0, m, keyRange(lv, r, l, c));
+    });
+  for (int r = 0; r < np; ++r)
+    sub::local(p, r, 0, LocalKind::Copy, plan::scratch(lv.key(r) * c, c), plan::out(0, c));
+  sub::fitScratch(p);
+  return p;
+}
+
+Plan hierAllToAll(const plan::Request& req) {
+  Plan p = sub::shell(req, "hier");
+  const int np = req.nranks;
+  const Levels lv = levelsOf(req);
+  const int Y = lv.size[0], X = np / Y;
+  const bool v = req.collective == Collective::AllToAllv;
+  // S(i, j): elements rank i sends to rank j.
+  auto S = [&](int i, int j) {
+    return v ? req.matrix[static_cast<size_t>(i) * np + j] : req.count;
+  };
+  auto rank = [Y](int y, int x) { return y + Y * x; };
+  for (int R = 0; R < np; ++R) {
+    const int y = R % Y, x = R / Y;
+    // Scratch: A[d0][D] = my data for (d0, D) | B[s0][D] = from (s0, x) for (y, D) |
+    // C[D][s0] = B transposed, so stage 2 sends one contiguous range per group.
+    std::vector<size_t> aOff(static_cast<size_t>(np) + 1);  // indexed by d0 * X + D
+    for (int i = 0; i < np; ++i) aOff[i + 1] = aOff[i] + S(R, rank(i / X, i % X));
+    auto a = [&](int d0, int D) { return plan::scratch(aOff[d0 * X + D], S(R, rank(d0, D))); };
+    std::vector<size_t> bOff(static_cast<size_t>(np) + 1);  // indexed by s0 * X + D
+    bOff[0] = aOff[np];
+    for (int i = 0; i < np; ++i) bOff[i + 1] = bOff[i] + S(rank(i / X, x), rank(y, i % X));
+    auto b = [&](int s0, int D) {
+      return plan::scratch(bOff[s0 * X + D], S(rank(s0, x), rank(y, D)));
+    };
+    std::vector<size_t> cOff(static_cast<size_t>(np) + 1);  // indexed by D * Y + s0
+    cOff[0] = bOff[np];
+    for (int i = 0; i < np; ++i) cOff[i + 1] = cOff[i] + S(rank(i % Y, x), rank(y, i / Y));
+    auto cc = [&](int D, int s0) {
+      return plan::scratch(cOff[D * Y + s0], S(rank(s0, x), rank(y, D)));
+    };
+    auto span = [](const Region& first, const Region& last) {
+      return plan::scratch(first.offset, last.offset + last.count - first.offset);
+    };
+    // Where data from rank `src` lands in R's Output, and where R's data for `dst` sits in Input.
+    std::vector<size_t> outPrefix(static_cast<size_t>(np) + 1), inPrefix(outPrefix.size());
+    for (int i = 0; i < np; ++i) {
+      outPrefix[i + 1] = outPrefix[i] + S(i, R);
+      inPrefix[i + 1] = inPrefix[i] + S(R, i);
+    }
+    auto outOff = [&](int src) { return outPrefix[src]; };
+    auto inOff = [&](int dst) { return inPrefix[dst]; };
+    for (int d0 = 0; d0 < Y; ++d0)
+      for (int D = 0; D < X; ++D)
+        sub::local(p, R, 0, LocalKind::Copy, plan::in(inOff(rank(d0, D)), S(R, rank(d0, D))),
+                   a(d0, D));
+    for (int D = 0; D < X; ++D) sub::local(p, R, 0, LocalKind::Copy, a(y, D), b(y, D));
+    // Stage 1, inside the group: rotated pairwise exchange.
+    for (int s = 1; s < Y; ++s) {
+      const int to = (y + s) % Y, from = (y - s + Y) % Y;
+      Step st;
+      sub::xfer(st, XferKind::Send, rank(to, x), span(a(to, 0), a(to, X - 1)));
+      sub::xfer(st, XferKind::Recv, rank(from, x), span(b(from, 0), b(from, X - 1)));
+      sub::push(p, R, 0, std::move(st));
+    }
+    for (int s0 = 0; s0 < Y; ++s0)
+      for (int D = 0; D < X; ++D) sub::local(p, R, 0, LocalKind::Copy, b(s0, D), cc(D, s0));
+    // Stage 2, across groups between ranks of the same local index.
+    const Region own = span(cc(x, 0), cc(x, Y - 1));
+    sub::local(p, R, 0, LocalKind::Copy, own, plan::out(outOff(rank(0, x)), own.count));
+    for (int t = 1; t < X; ++t) {
+      const int to = (x + t) % X, from = (x - t + X) % X;
+      size_t inCount = 0;
+      for (int s0 = 0; s0 < Y; ++s0) inCount += S(rank(s0, from), R);
+      Step st;
+      sub::xfer(st, XferKind::Send, rank(y, to), span(cc(to, 0), cc(to, Y - 1)));
+      sub::xfer(st, XferKind::Recv, rank(y, from), plan::out(outOff(rank(0, from)), inCount));
+      sub::push(p, R, 0, std::move(st));
+    }
+  }
+  sub::fitScratch(p);
+  return p;
+}
+
+std::vector<Entry> hierEntries() {
+  return {
+      {"hier", Collective::AllReduce, hierAllReduce},
+      {"hier", Collective::AllGather, hierAllGather},
+      {"hier", Collective::ReduceScatter, hierReduceScatter},
+      {"hier", Collective::AllToAll, hierAllToAll},
+      {"hier", Collective::AllToAllv, hierAllToAll},
+  };
+}
+
+}  // namespace nlccl::algo

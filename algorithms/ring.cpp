@@ -1,0 +1,177 @@
+// Ring algorithms (DESIGN.md 2.2): all-reduce as ring reduce-scatter then ring all-gather,
+// all-gather, reduce-scatter, and chain (pipelined ring) broadcast and reduce.
+//
+// Every step only touches whole chunks, so cutting each region into proportional slices keeps a
+// step's slice inside the slice of the chunk it depends on: all these Plans are pipelinable. For
+// the same reason the out-of-place copy of Input into Output is done chunk by chunk, each chunk in
+// the step before the one that reduces into it, rather than as one copy of the whole buffer (a
+// whole-buffer copy would make loop 0 of the next step read slices that loop 0 did not copy).
+#include "algorithms/families.hpp"
+#include "algorithms/ring_helpers.hpp"
+
+namespace nlccl::algo {
+namespace {
+
+using namespace plan;
+using ring::chunk;
+using ring::mod;
+
+// Rank r at step s < p-1 sends chunk r-s and reduces chunk r-s-1 on arrival; after p-1 steps it
+// holds the sum of chunk r+1, which the all-gather steps then pass around the ring.
+Plan ringAllReduce(const Request& req) {
+  Plan plan = ring::emptyPlan(req, "ring");
+  plan.pipelinable = true;
+  const int p = req.nranks;
+  const size_t n = req.count;
+  if (n == 0) return plan;
+  for (int r = 0; r < p; ++r) {
+    std::vector<Step>& steps = plan.ranks[r].channels[0].steps;
+    if (p == 1) {
+      if (!req.inPlace) steps.push_back({{}, {ring::copy(in(0, n), out(0, n))}});
+      continue;
+    }
+    const int next = ring::nextRank(r, p), prev = ring::prevRank(r, p);
+    auto inC = [&](int j) {
+      ring::Chunk c = chunk(n, p, mod(j, p));
+      return in(c.offset, c.count);
+    };
+    auto outC = [&](int j) {
+      ring::Chunk c = chunk(n, p, mod(j, p));
+      return out(c.offset, c.count);
+    };
+    // Out of place, chunk j must hold this rank's input before the step that reduces into it.
+    if (!req.inPlace) steps.push_back({{}, {ring::copy(inC(r - 1), outC(r - 1))}});
+    for (int s = 0; s < p - 1; ++s) {
+      Step st;
+      st.transfers.push_back(ring::send(next, s == 0 ? inC(r) : outC(r - s)));
+      st.transfers.push_back(ring::recvReduce(prev, outC(r - s - 1)));
+      if (!req.inPlace && s + 1 < p - 1)
+        st.locals.push_back(ring::copy(inC(r - s - 2), outC(r - s - 2)));
+      steps.push_back(std::move(st));
+    }
+    for (int s = 0; s < p - 1; ++s)
+      steps.push_back({{ring::send(next, outC(r + 1 - s)), ring::recv(prev, outC(r - s))}, {}});
+  }
+  return plan;
+}
+
+// Rank r forwards block r-s at step s and receives block r-s-1.
+Plan ringAllGather(const Request& req) {
+  Plan plan = ring::emptyPlan(req, "ring");
+  plan.pipelinable = true;
+  const int p = req.nranks;
+  const size_t c = req.count;
+  if (c == 0) return plan;
+  for (int r = 0; r < p; ++r) {
+    std::vector<Step>& steps = plan.ranks[r].channels[0].steps;
+    auto block = [&](int j) { return out(static_cast<size_t>(mod(j, p)) * c, c); };
+    const int next = ring::nextRank(r, p), prev = ring::prevRank(r, p);
+    if (p == 1) {
+      if (!req.inPlace) steps.push_back({{}, {ring::copy(in(0, c), block(r))}});
+      continue;
+    }
+    Step first{{ring::send(next, in(0, c)), ring::recv(prev, block(r - 1))}, {}};
+    if (!req.inPlace) first.locals.push_back(ring::copy(in(0, c), block(r)));
+    steps.push_back(std::move(first));
+    for (int s = 1; s < p - 1; ++s)
+      steps.push_back({{ring::send(next, block(r - s)), ring::recv(prev, block(r - s - 1))}, {}});
+  }
+  return plan;
+}
+
+// Rank r at step s sends the partial sum of block r-s-1 and reduces block r-s-2 on arrival; the
+// last step reduces block r straight into Output. Partial sums live in two Scratch slots.
+Plan ringReduceScatter(const Request& req) {
+  Plan plan = ring::emptyPlan(req, "ring");
+  plan.pipelinable = true;
+  const int p = req.nranks;
+  const size_t c = req.count;
+  if (c == 0) return plan;
+  plan.scratchCount = p >= 3 ? static_cast<size_t>(std::min(2, p - 2)) * c : 0;
+  for (int r = 0; r < p; ++r) {
+    std::vector<Step>& steps = plan.ranks[r].channels[0].steps;
+    if (p == 1) {
+      if (!req.inPlace) steps.push_back({{}, {ring::copy(in(0, c), out(0, c))}});
+      continue;
+    }
+    const int next = ring::nextRank(r, p), prev = ring::prevRank(r, p);
+    auto inB = [&](int j) { return in(static_cast<size_t>(mod(j, p)) * c, c); };
+    auto target = [&](int s) { return s == p - 2 ? out(0, c) : scratch((s % 2) * c, c); };
+    // Loads this rank's block for step s's reduction (in place, Output already is that block).
+    auto load = [&](int s) { return ring::copy(inB(r - s - 2), target(s)); };
+    auto needsLoad = [&](int s) { return !(req.inPlace && s == p - 2); };
+    if (needsLoad(0)) steps.push_back({{}, {load(0)}});
+    for (int s = 0; s < p - 1; ++s) {
+      Step st;
+      st.transfers.push_back(ring::send(next, s == 0 ? inB(r - 1) : target(s - 1)));
+      st.transfers.push_back(ring::recvReduce(prev, target(s)));
+      if (s + 1 < p - 1 && needsLoad(s + 1)) st.locals.push_back(load(s + 1));
+      steps.push_back(std::move(st));
+    }
+  }
+  return plan;
+}
+
+// A chain root, root+1, ..., root-1: each rank receives the buffer and forwards it (fused).
+Plan ringBroadcast(const Request& req) {
+  Plan plan = ring::emptyPlan(req, "ring");
+  plan.pipelinable = true;
+  const int p = req.nranks;
+  const size_t n = req.count;
+  if (n == 0) return plan;
+  for (int r = 0; r < p; ++r) {
+    std::vector<Step>& steps = plan.ranks[r].channels[0].steps;
+    const int d = mod(r - req.root, p), next = ring::nextRank(r, p), prev = ring::prevRank(r, p);
+    if (d == 0) {
+      Step st;
+      if (p > 1) st.transfers.push_back(ring::send(next, in(0, n)));
+      if (!req.inPlace) st.locals.push_back(ring::copy(in(0, n), out(0, n)));
+      if (!st.transfers.empty() || !st.locals.empty()) steps.push_back(std::move(st));
+    } else if (d < p - 1) {
+      steps.push_back({{{XferKind::RecvCopySend, prev, next, out(0, n)}}, {}});
+    } else {
+      steps.push_back({{ring::recv(prev, out(0, n))}, {}});
+    }
+  }
+  return plan;
+}
+
+// A chain root+1, ..., root-1, root: each rank adds its input to the partial sum on arrival and
+// forwards it (fused). Non-roots have no Output, so they accumulate in Scratch.
+Plan ringReduce(const Request& req) {
+  Plan plan = ring::emptyPlan(req, "ring");
+  plan.pipelinable = true;
+  const int p = req.nranks;
+  const size_t n = req.count;
+  if (n == 0) return plan;
+  plan.scratchCount = p >= 3 ? n : 0;
+  for (int r = 0; r < p; ++r) {
+    std::vector<Step>& steps = plan.ranks[r].channels[0].steps;
+    const int d = mod(r - req.root - 1, p), next = ring::nextRank(r, p),
+              prev = ring::prevRank(r, p);
+    if (d == p - 1) {  // the root
+      if (!req.inPlace) steps.push_back({{}, {ring::copy(in(0, n), out(0, n))}});
+      if (p > 1) steps.push_back({{ring::recvReduce(prev, out(0, n))}, {}});
+    } else if (d == 0) {
+      steps.push_back({{ring::send(next, in(0, n))}, {}});
+    } else {
+      steps.push_back({{}, {ring::copy(in(0, n), scratch(0, n))}});
+      steps.push_back({{{XferKind::RecvReduceSend, prev, next, scratch(0, n)}}, {}});
+    }
+  }
+  return plan;
+}
+
+}  // namespace
+
+std::vector<Entry> ringEntries() {
+  return {
+      {"ring", Collective::AllReduce, ringAllReduce},
+      {"ring", Collective::AllGather, ringAllGather},
+      {"ring", Collective::ReduceScatter, ringReduceScatter},
+      {"ring", Collective::Broadcast, ringBroadcast},
+      {"ring", Collective::Reduce, ringReduce},
+  };
+}
+
+}  // namespace nlccl::algo

@@ -1,0 +1,281 @@
+#include "algorithms/subgroup.hpp"
+
+#include <numeric>
+
+#include "algorithms/tree_pattern.hpp"
+
+namespace nlccl::algo::sub {
+
+using plan::LocalKind;
+using plan::Plan;
+using plan::Region;
+using plan::Step;
+using plan::XferKind;
+
+void xfer(Step& s, XferKind kind, int peer, const Region& r, int next) {
+  if (r.count == 0) return;
+  s.transfers.push_back({kind, peer, next, r});
+}
+
+void push(Plan& p, int rank, int ch, Step&& s) {
+  auto& chans = p.ranks.at(static_cast<size_t>(rank)).channels;
+  if (chans.size() <= static_cast<size_t>(ch)) chans.resize(static_cast<size_t>(ch) + 1);
+  auto& steps = chans[static_cast<size_t>(ch)].steps;
+  if (s.transfers.empty()) {
+    if (s.locals.empty()) return;
+    if (!steps.empty()) {
+      auto& l = steps.back().locals;
+      l.insert(l.end(), s.locals.begin(), s.locals.end());
+      return;
+    }
+  }
+  steps.push_back(std::move(s));
+}
+
+void local(Plan& p, int rank, int ch, LocalKind kind, const Region& src, const Region& dst) {
+  if (src.count == 0 || src == dst) return;  // an in-place copy onto itself is a no-op
+  Step s;
+  s.locals.push_back({kind, src, dst});
+  push(p, rank, ch, std::move(s));
+}
+
+Plan shell(const plan::Request& req, const char* algorithm) {
+  Plan p;
+  p.collective = req.collective;
+  p.algorithm = algorithm;
+  p.nranks = req.nranks;
+  p.count = req.count;
+  p.root = req.root;
+  p.inPlace = req.inPlace;
+  p.ranks.resize(static_cast<size_t>(req.nranks));
+  return p;
+}
+
+void fitScratch(Plan& p) {
+  size_t end = 0;
+  auto see = [&end](const Region& r) {
+    if (r.buffer == plan::Buffer::Scratch && r.count > 0) end = std::max(end, r.offset + r.count);
+  };
+  for (const auto& rp : p.ranks)
+    for (const auto& c : rp.channels)
+      for (const auto& s : c.steps) {
+        for (const auto& t : s.transfers) see(t.region);
+        for (const auto& l : s.locals) {
+          see(l.src);
+          see(l.dst);
+        }
+      }
+  p.scratchCount = end;
+}
+
+std::vector<int> iota(int n) {
+  std::vector<int> v(static_cast<size_t>(n));
+  std::iota(v.begin(), v.end(), 0);
+  return v;
+}
+
+namespace {
+int mod(int a, int m) { return ((a % m) + m) % m; }
+}  // namespace
+
+void ringReduceScatter(Plan& p, int ch, const std::vector<int>& members, const Region& seg) {
+  const int m = static_cast<int>(members.size());
+  for (int s = 0; s + 1 < m; ++s) {
+    for (int i = 0; i < m; ++i) {
+      Step st;
+      xfer(st, XferKind::Send, members[mod(i + 1, m)], block(seg, m, mod(i - s - 1, m)));
+      xfer(st, XferKind::RecvReduce, members[mod(i - 1, m)], block(seg, m, mod(i - s - 2, m)));
+      push(p, members[i], ch, std::move(st));
+    }
+  }
+}
+
+void ringAllGather(Plan& p, int ch, const std::vector<int>& members, const Region& seg) {
+  const int m = static_cast<int>(members.size());
+  for (int s = 0; s + 1 < m; ++s) {
+    for (int i = 0; i < m; ++i) {
+      Step st;
+      xfer(st, XferKind::Send, members[mod(i + 1, m)], block(seg, m, mod(i - s, m)));
+      xfer(st, XferKind::Recv, members[mod(i - 1, m)], block(seg, m, mod(i - s - 1, m)));
+      push(p, members[i], ch, std::move(st));
+    }
+  }
+}
+
+void halvingReduceScatter(Plan& p, int ch, const std::vector<int>& members, const Region& seg) {
+  const int m = static_cast<int>(members.size());
+  for (int i = 0; i < m; ++i) {
+    int lo = 0, hi = m;
+    for (int mask = m / 2; mask >= 1; mask /= 2) {
+      const int mid = (lo + hi) / 2;
+      const bool lower = (i & mask) == 0;
+      Step st;
+      // Send the half the partner keeps, reduce the half this member keeps.
+      xfer(st, XferKind::Send, members[i ^ mask],
+           lower ? blocks(seg, m, mid, hi) : blocks(seg, m, lo, mid));
+      xfer(st, XferKind::RecvReduce, members[i ^ mask],
+           lower ? blocks(seg, m, lo, mid) : blocks(seg, m, mid, hi));
+      push(p, members[i], ch, std::move(st));
+      (lower ? hi : lo) = mid;
+    }
+  }
+}
+
+namespace {
+// Blocks [a, a+n) mod m of seg as one or two regions (split where the range wraps).
+void wrapped(Step& st, XferKind kind, int peer, const Region& seg, int m, int a, int n) {
+  if (a + n <= m) {
+    xfer(st, kind, peer, blocks(seg, m, a, a + n));
+  } else {
+    xfer(st, kind, peer, blocks(seg, m, a, m));
+    xfer(st, kind, peer, blocks(seg, m, 0, a + n - m));
+  }
+}
+}  // namespace
+
+void doublingAllGather(Plan& p, int ch, const std::vector<int>& members, const Region& seg) {
+  const int m = static_cast<int>(members.size());
+  if (isPow2(m)) {
+    for (int i = 0; i < m; ++i) {
+      for (int mask = 1; mask < m; mask *= 2) {
+        const int mine = i & ~(mask - 1), theirs = (i ^ mask) & ~(mask - 1);
+        Step st;
+        xfer(st, XferKind::Send, members[i ^ mask], blocks(seg, m, mine, mine + mask));
+        xfer(st, XferKind::Recv, members[i ^ mask], blocks(seg, m, theirs, theirs + mask));
+        push(p, members[i], ch, std::move(st));
+      }
+    }
+    return;
+  }
+  // Bruck: before the step with distance d, member i holds blocks i..i+d-1 (mod m).
+  for (int i = 0; i < m; ++i) {
+    for (int d = 1; d < m; d *= 2) {
+      const int n = std::min(d, m - d);
+      Step st;
+      wrapped(st, XferKind::Send, members[mod(i - d, m)], seg, m, i, n);
+      wrapped(st, XferKind::Recv, members[mod(i + d, m)], seg, m, mod(i + d, m), n);
+      push(p, members[i], ch, std::move(st));
+    }
+  }
+}
+
+void rabenseifnerAllReduce(Plan& p, int ch, const std::vector<int>& members, const Region& seg) {
+  const int m = static_cast<int>(members.size());
+  if (m <= 1 || seg.count == 0) return;
+  const int pof = tree::floorPow2(m), extra = m - pof;
+  for (int i = 0; i < 2 * extra; ++i) {  // fold: even members hand their data to the odd one
+    Step st;
+    if (i % 2 == 0)
+      xfer(st, XferKind::Send, members[i + 1], seg);
+    else
+      xfer(st, XferKind::RecvReduce, members[i - 1], seg);
+    push(p, members[i], ch, std::move(st));
+  }
+  std::vector<int> active;
+  for (int k = 0; k < pof; ++k) active.push_back(members[k < extra ? 2 * k + 1 : k + extra]);
+  halvingReduceScatter(p, ch, active, seg);
+  doublingAllGather(p, ch, active, seg);
+  for (int i = 0; i < 2 * extra; ++i) {  // unfold: the odd member returns the result
+    Step st;
+    if (i % 2 == 1)
+      xfer(st, XferKind::Send, members[i - 1], seg);
+    else
+      xfer(st, XferKind::Recv, members[i + 1], seg);
+    push(p, members[i], ch, std::move(st));
+  }
+}
+
+int treeChunks(size_t count) {
+  constexpr size_t kMinChunk = 1024;
+  constexpr size_t kMaxChunks = 8;
+  return static_cast<int>(std::clamp<size_t>(count / kMinChunk, 1, kMaxChunks));
+}
+
+void treeAllReduce(Plan& p, int ch, const std::vector<int>& members, const Region& seg, int which,
+                   int chunks, size_t scratchOffset) {
+  const int m = static_cast<int>(members.size());
+  if (m <= 1 || seg.count == 0) return;
+  const int c =
+      static_cast<int>(std::min<size_t>(static_cast<size_t>(std::max(chunks, 1)), seg.count));
+  auto chunk = [&](int k) { return block(seg, c, k); };
+  auto scr = [&](int k) {
+    const Region r = chunk(k);
+    return plan::scratch(scratchOffset + (r.offset - seg.offset), r.count);
+  };
+  for (int i = 0; i < m; ++i) {
+    const tree::Links l = tree::doubleTree(m, i, which);
+    const int parent = l.parent >= 0 ? members[l.parent] : -1;
+    std::vector<int> kids;
+    for (int x : l.child)
+      if (x >= 0) kids.push_back(members[x]);
+    const int me = members[i];
+    // Reduce toward the root: receive chunk k from the children while chunk k-1 goes up.
+    if (kids.empty()) {
+      for (int k = 0; k < c; ++k) {
+        Step st;
+        xfer(st, XferKind::Send, parent, chunk(k));
+        push(p, me, ch, std::move(st));
+      }
+    } else {
+      for (int k = 0; k <= c; ++k) {
+        Step st;
+        if (k < c) {
+          xfer(st, XferKind::RecvReduce, kids[0], chunk(k));
+          if (kids.size() == 2) {
+            xfer(st, XferKind::Recv, kids[1], scr(k));
+            st.locals.push_back({LocalKind::Reduce, scr(k), chunk(k)});
+          }
+        }
+        if (parent >= 0 && k > 0) xfer(st, XferKind::Send, parent, chunk(k - 1));
+        push(p, me, ch, std::move(st));
+      }
+    }
+    // Broadcast from the root the same way.
+    if (parent < 0) {
+      for (int k = 0; k < c; ++k) {
+        Step st;
+        for (int kid : kids) xfer(st, XferKind::Send, kid, chunk(k));
+        push(p, me, ch, std::move(st));
+      }
+    } else {
+      const int last = kids.empty() ? c - 1 : c;
+      for (int k = 0; k <= last; ++k) {
+        Step st;
+        if (k < c) xfer(st, XferKind::Recv, parent, chunk(k));
+        if (k > 0)
+          for (int kid : kids) xfer(st, XferKind::Send, kid, chunk(k - 1));
+        push(p, me, ch, std::move(st));
+      }
+    }
+  }
+}
+
+void reduceScatter(std::string_view algo, Plan& p, int ch, const std::vector<int>& members,
+                   const Region& seg) {
+  if (algo == "rhd" && isPow2(static_cast<int>(members.size())))
+    halvingReduceScatter(p, ch, members, seg);
+  else
+    ringReduceScatter(p, ch, members, seg);
+}
+
+void allGather(std::string_view algo, Plan& p, int ch, const std::vector<int>& members,
+               const Region& seg) {
+  if (algo == "rhd")
+    doublingAllGather(p, ch, members, seg);
+  else
+    ringAllGather(p, ch, members, seg);
+}
+
+void allReduce(std::string_view algo, Plan& p, int ch, const std::vector<int>& members,
+               const Region& seg, int which, size_t scratchOffset) {
+  if (algo == "rhd") {
+    rabenseifnerAllReduce(p, ch, members, seg);
+  } else if (algo == "tree") {
+    treeAllReduce(p, ch, members, seg, which, treeChunks(seg.count), scratchOffset);
+  } else {
+    ringReduceScatter(p, ch, members, seg);
+    ringAllGather(p, ch, members, seg);
+  }
+}
+
+}  // namespace nlccl::algo::sub

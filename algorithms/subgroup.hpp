@@ -1,0 +1,90 @@
+// Step emitters for a subgroup of ranks: the building blocks the tree, rhd and hier families
+// compose.
+//
+// Each emitter appends steps to one channel of every member (a list of global ranks; member i has
+// local index i). The data lives at the same region `seg` on every member. Blocks are the balanced
+// split of `seg` into as many parts as members (blockOffset). Reductions accumulate in `seg`, which
+// must already hold each member's own contribution.
+#pragma once
+
+#include <algorithm>
+#include <cstddef>
+#include <string_view>
+#include <vector>
+
+#include "plan/plan.hpp"
+
+namespace nlccl::algo::sub {
+
+/// Offset of block i (0..m) when `count` elements are split into m balanced blocks.
+inline size_t blockOffset(size_t count, int m, int i) {
+  const size_t q = count / static_cast<size_t>(m), rem = count % static_cast<size_t>(m);
+  return static_cast<size_t>(i) * q + std::min(static_cast<size_t>(i), rem);
+}
+/// Block i of `seg` split m ways.
+inline plan::Region block(const plan::Region& seg, int m, int i) {
+  const size_t a = blockOffset(seg.count, m, i), b = blockOffset(seg.count, m, i + 1);
+  return {seg.buffer, seg.offset + a, b - a};
+}
+/// Blocks [i, j) of `seg` split m ways, as one region.
+inline plan::Region blocks(const plan::Region& seg, int m, int i, int j) {
+  const size_t a = blockOffset(seg.count, m, i), b = blockOffset(seg.count, m, j);
+  return {seg.buffer, seg.offset + a, b - a};
+}
+
+/// Adds a transfer to `s` unless the region is empty (both sides skip it alike).
+void xfer(plan::Step& s, plan::XferKind kind, int peer, const plan::Region& r, int next = -1);
+/// Appends `s` to rank's channel `ch` (grows the channel list). A step without transfers is merged
+/// into the previous step's local ops (same order, no extra alpha); an empty step is dropped.
+void push(plan::Plan& p, int rank, int ch, plan::Step&& s);
+/// Appends a local op as its own locals-only step (merged as push does); empty ops are dropped.
+void local(plan::Plan& p, int rank, int ch, plan::LocalKind kind, const plan::Region& src,
+           const plan::Region& dst);
+/// Fresh Plan shell for `req` with nranks empty programs.
+plan::Plan shell(const plan::Request& req, const char* algorithm);
+
+/// Ring reduce-scatter: member i ends with block i of `seg` reduced over all members (m-1 steps).
+void ringReduceScatter(plan::Plan& p, int ch, const std::vector<int>& members,
+                       const plan::Region& seg);
+/// Ring all-gather: member i owns block i; afterwards every member has every block (m-1 steps).
+void ringAllGather(plan::Plan& p, int ch, const std::vector<int>& members, const plan::Region& seg);
+/// Recursive-halving reduce-scatter (m a power of two): member i ends with block i (lg m steps).
+void halvingReduceScatter(plan::Plan& p, int ch, const std::vector<int>& members,
+                          const plan::Region& seg);
+/// All-gather in ceil(lg m) steps: recursive doubling for powers of two, Bruck's dissemination
+/// (blocks sent straight to their final place, split at the wrap) otherwise.
+void doublingAllGather(plan::Plan& p, int ch, const std::vector<int>& members,
+                       const plan::Region& seg);
+/// Rabenseifner all-reduce with the MPICH fold for non-powers of two: the first 2r members
+/// (r = m - 2^floor(lg m)) pair up, the even one sends its data to the odd one first and gets the
+/// result back at the end.
+void rabenseifnerAllReduce(plan::Plan& p, int ch, const std::vector<int>& members,
+                           const plan::Region& seg);
+/// One binary tree (`which` = 0 or 1 of the double binary tree over member indices) all-reduce of
+/// `seg`, pipelined in `chunks` chunks: reduce toward the root (a node receives chunk k from its
+/// children while sending chunk k-1 up), then broadcast down the same way. The second child's data
+/// lands in scratch at `scratchOffset` + (offset within seg).
+void treeAllReduce(plan::Plan& p, int ch, const std::vector<int>& members, const plan::Region& seg,
+                   int which, int chunks, size_t scratchOffset);
+/// Chunk count the tree uses for `count` elements per tree (>= 1).
+int treeChunks(size_t count);
+
+/// Reduce-scatter / all-gather / all-reduce of a subgroup by inner algorithm name ("ring", "rhd",
+/// "tree"). Reduce-scatter and all-gather use recursive halving/doubling for "rhd" (halving needs
+/// a power of two; otherwise ring) and ring for "tree", which has no such form. treeAllReduce with
+/// tree `which` is used for "tree" all-reduce.
+void reduceScatter(std::string_view algo, plan::Plan& p, int ch, const std::vector<int>& members,
+                   const plan::Region& seg);
+void allGather(std::string_view algo, plan::Plan& p, int ch, const std::vector<int>& members,
+               const plan::Region& seg);
+void allReduce(std::string_view algo, plan::Plan& p, int ch, const std::vector<int>& members,
+               const plan::Region& seg, int which, size_t scratchOffset);
+
+/// Sets plan.scratchCount to the end of the furthest scratch region any rank addresses.
+void fitScratch(plan::Plan& p);
+
+/// Members 0..n-1.
+std::vector<int> iota(int n);
+inline bool isPow2(int n) { return n > 0 && (n & (n - 1)) == 0; }
+
+}  // namespace nlccl::algo::sub

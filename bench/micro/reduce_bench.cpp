@@ -1,0 +1,70 @@
+// Throughput of the reduction kernels (dst = dst op src). Bytes processed counts the size of one
+// buffer per call, the message size a reduction step consumes; memory traffic is three times that
+// (read dst, read src, write dst).
+#include <benchmark/benchmark.h>
+
+#include <cstdint>
+#include <random>
+#include <vector>
+
+#include "engine/reduce.hpp"
+
+namespace {
+
+using nlccl::DataType;
+using nlccl::RedOp;
+
+void bmReduce(benchmark::State& state, DataType type, RedOp op) {
+  size_t bytes = static_cast<size_t>(state.range(0));
+  size_t count = bytes / nlccl::dataTypeSize(type);
+  std::vector<uint8_t> dst(bytes), src(bytes);
+  // Moderate values (no NaN/Inf) so that timing reflects ordinary data.
+  std::mt19937 rng(42);
+  std::uniform_real_distribution<double> u(-4.0, 4.0);
+  for (size_t i = 0; i < count; ++i) {
+    nlccl::engine::storeFromDouble(type, dst.data(), i, u(rng));
+    nlccl::engine::storeFromDouble(type, src.data(), i, u(rng) * 1e-3);
+  }
+  auto fn = nlccl::engine::reduceKernel(type, op);
+  for (auto _ : state) {
+    fn(dst.data(), src.data(), count);
+    benchmark::DoNotOptimize(dst.data());
+    benchmark::ClobberMemory();
+  }
+  state.SetBytesProcessed(static_cast<int64_t>(state.iterations()) * static_cast<int64_t>(bytes));
+}
+
+void bmDivide(benchmark::State& state, DataType type) {
+  size_t bytes = static_cast<size_t>(state.range(0));
+  size_t count = bytes / nlccl::dataTypeSize(type);
+  std::vector<uint8_t> data(bytes);
+  for (size_t i = 0; i < count; ++i) nlccl::engine::storeFromDouble(type, data.data(), i, 1.0);
+  for (auto _ : state) {
+    nlccl::engine::divideByCount(type, data.data(), count, 3);
+    benchmark::DoNotOptimize(data.data());
+    benchmark::ClobberMemory();
+  }
+  state.SetBytesProcessed(static_cast<int64_t>(state.iterations()) * static_cast<int64_t>(bytes));
+}
+
+constexpr int64_t kSmall = 64 << 10;
+constexpr int64_t kLarge = 4 << 20;
+
+#define NLCCL_REDUCE_BENCH(name, type, op) \
+  BENCHMARK_CAPTURE(bmReduce, name, type, op)->Arg(kSmall)->Arg(kLarge)
+
+NLCCL_REDUCE_BENCH(sum_float, DataType::Float32, RedOp::Sum);
+NLCCL_REDUCE_BENCH(sum_half, DataType::Float16, RedOp::Sum);
+NLCCL_REDUCE_BENCH(sum_bfloat16, DataType::Bfloat16, RedOp::Sum);
+NLCCL_REDUCE_BENCH(sum_fp8e4m3, DataType::Float8e4m3, RedOp::Sum);
+NLCCL_REDUCE_BENCH(sum_fp8e5m2, DataType::Float8e5m2, RedOp::Sum);
+NLCCL_REDUCE_BENCH(sum_int32, DataType::Int32, RedOp::Sum);
+NLCCL_REDUCE_BENCH(max_half, DataType::Float16, RedOp::Max);
+NLCCL_REDUCE_BENCH(prod_int64, DataType::Int64, RedOp::Prod);
+BENCHMARK_CAPTURE(bmDivide, avg_float, DataType::Float32)->Arg(kLarge);
+BENCHMARK_CAPTURE(bmDivide, avg_half, DataType::Float16)->Arg(kLarge);
+BENCHMARK_CAPTURE(bmDivide, avg_int32, DataType::Int32)->Arg(kLarge);
+
+}  // namespace
+
+BENCHMARK_MAIN();

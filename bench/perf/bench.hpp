@@ -1,0 +1,23 @@
+// One rank's part of a run: sizes, types, ops and roots; timing; checking; rank 0 reports.
+#pragma once
+
+#include "nlccl.h"
+#include "options.hpp"
+
+namespace nlccl::perf {
+
+/// How the ranks were started, for the header.
+struct Launch {
+  const char* mode;  ///< "threads", "fork" or "mpi"
+  int nThreads;      ///< ranks per process
+};
+
+/// Runs the whole benchmark as `comm`'s rank. Rank 0 prints the table. Returns the exit code:
+/// 0, 1 if any result was wrong, 2 for a bad argument found late (e.g. -r out of range). On an
+/// nlccl error the process exits with 1 (other ranks then fail through the library's timeout).
+int runRank(const Options& opts, nlcclComm_t comm, const Launch& launch);
+
+/// Prints an nlccl error for `what` and ends the process with status 1.
+[[noreturn]] void die(nlcclComm_t comm, const char* what, nlcclResult_t res);
+
+}  // namespace nlccl::perf

@@ -1,0 +1,269 @@
+// nlccl-sim <collective> --topology <preset|file> [--ranks N] [--algo NAME] -b MIN -e MAX -f FACTOR
+//           [-d DTYPE] [--mode analytical|flow] [--trace FILE] [--json FILE] [--alpha-us A]
+//           [--bw-GBps B] [--set key=value ...]
+// Prints the nlccl-perf (nccl-tests) table with modelled time instead of measured time.
+#include <CLI/CLI.hpp>
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "algorithms/algorithms.hpp"
+#include "nlccl/sim.hpp"
+#include "nlccl/topology.hpp"
+#include "util/dtype.hpp"
+
+using namespace nlccl;
+
+namespace {
+
+bool parseSize(const std::string& s, size_t* out) {
+  if (s.empty()) return false;
+  char* end = nullptr;
+  const double v = std::strtod(s.c_str(), &end);
+  if (end == s.c_str() || v < 0) return false;
+  double mult = 1;
+  const std::string suffix(end);
+  if (suffix == "K" || suffix == "k") mult = 1024.0;
+  else if (suffix == "M" || suffix == "m") mult = 1024.0 * 1024;
+  else if (suffix == "G" || suffix == "g") mult = 1024.0 * 1024 * 1024;
+  else if (!suffix.empty()) return false;
+  *out = static_cast<size_t>(v * mult);
+  return true;
+}
+
+bool parseCollective(std::string name, Collective* out) {
+  name.erase(std::remove(name.begin(), name.end(), '_'), name.end());
+  for (Collective c : {Collective::AllReduce, Collective::AllGather, Collective::ReduceScatter,
+                       Collective::Broadcast, Collective::Reduce, Collective::AllToAll}) {
+    if (name == collectiveName(c)) {
+      *out = c;
+      return true;
+    }
+  }
+  return false;
+}
+
+bool rooted(Collective c) { return c == Collective::Broadcast || c == Collective::Reduce; }
+bool reducing(Collective c) {
+  return c == Collective::AllReduce || c == Collective::ReduceScatter || c == Collective::Reduce;
+}
+
+std::vector<int> parseInts(const std::string& s) {
+  std::vector<int> v;
+  std::stringstream ss(s);
+  std::string item;
+  while (std::getline(ss, item, ',')) v.push_back(std::stoi(item));
+  return v;
+}
+
+std::vector<std::string> parseNames(const std::string& s) {
+  std::vector<std::string> v;
+  std::stringstream ss(s);
+  std::string item;
+  while (std::getline(ss, item, ',')) v.push_back(item);
+  return v;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"nlccl-sim: modelled collective performance on a fabric topology"};
+  std::string collName, topoSpec = "trn3-us144", algoName, minS = "8", maxS = "128M", dtypeName = "float",
+              opName = "sum", modeName = "flow", tracePath, jsonPath, groupsArg, levelAlgosArg;
+  int ranks = 0, root = 0, factor = 2, ranksPerChip = 0, maxLoops = 64;
+  double alphaUs = -1, bwGBps = -1, launchUs = -1;
+  int64_t chunkBytes = -1;
+  std::vector<std::string> sets;
+  bool dumpTopology = false, listPresets = false, verbose = false;
+  int showLinks = 0;
+  app.add_option("collective", collName,
+                 "allreduce, allgather, reducescatter, broadcast, reduce, alltoall");
+  app.add_option("-t,--topology", topoSpec,
+                 "preset (trn3-us144, trn3-us144-pcie, trn3-us64, trn2-us64, nvl72), flat:<p>, "
+                 "cluster:<preset>x<N> or a JSON file")
+      ->capture_default_str();
+  app.add_option("-n,--ranks", ranks, "ranks (default: every rank of the topology)");
+  app.add_option("-a,--algo", algoName, "ring, tree, rhd, hier, direct, bruck");
+  app.add_option("-b,--minbytes", minS, "smallest size S (K/M/G suffixes)")->capture_default_str();
+  app.add_option("-e,--maxbytes", maxS, "largest size S")->capture_default_str();
+  app.add_option("-f,--stepfactor", factor, "size multiplier")->capture_default_str();
+  app.add_option("-d,--datatype", dtypeName, "element type")->capture_default_str();
+  app.add_option("-o,--op", opName, "reduction operator (printed; does not change the model)")
+      ->capture_default_str();
+  app.add_option("-r,--root", root, "root of broadcast/reduce")->capture_default_str();
+  app.add_option("--mode", modeName, "analytical or flow")->capture_default_str();
+  app.add_option("--trace", tracePath, "Chrome trace-event JSON of the largest size");
+  app.add_option("--json", jsonPath, "one JSON record per size");
+  app.add_option("--alpha-us", alphaUs, "flat only: alpha (end-to-end start-up of a message), us");
+  app.add_option("--bw-GBps", bwGBps, "flat only: port bandwidth per direction, 10^9 B/s");
+  app.add_option("--set", sets, "override a topology figure: dotted.key=value (repeatable)");
+  app.add_option("--chunk-bytes", chunkBytes,
+                 "slice size for pipelined Plans (default: the topology's; 0: no slicing)");
+  app.add_option("--max-loops", maxLoops, "cap on slices")->capture_default_str();
+  app.add_option("--launch-overhead-us", launchUs, "per-collective launch overhead");
+  app.add_option("--ranks-per-chip", ranksPerChip, "ranks sharing one chip (1, 2, 4, 8)");
+  app.add_option("--groups", groupsArg, "hier: group sizes innermost first, e.g. 4,18,2");
+  app.add_option("--level-algos", levelAlgosArg, "hier: algorithm per level, e.g. ring,rhd");
+  app.add_option("--links", showLinks, "print the N most loaded links of the largest size");
+  app.add_flag("-v,--verbose", verbose, "print simulation wall time and events per size");
+  app.add_flag("--dump-topology", dumpTopology, "print the resolved topology JSON and exit");
+  app.add_flag("--list-presets", listPresets, "list compiled-in presets and exit");
+  CLI11_PARSE(app, argc, argv);
+
+  if (listPresets) {
+    for (const std::string& n : fabric::Topology::presetNames()) std::printf("%s\n", n.c_str());
+    std::printf("flat:<p>\ncluster:<preset>x<N>\n");
+    return 0;
+  }
+  const bool flat = topoSpec.rfind("flat:", 0) == 0;
+  if ((alphaUs >= 0 || bwGBps >= 0) && !flat) {
+    std::fprintf(stderr, "nlccl-sim: --alpha-us/--bw-GBps apply to flat:<p> topologies; use --set "
+                         "for others\n");
+    return 2;
+  }
+  if (alphaUs >= 0) sets.insert(sets.begin(), "levels.0.latency_us=" + std::to_string(alphaUs));
+  if (bwGBps > 0) sets.insert(sets.begin(), "levels.0.bw_GBps=" + std::to_string(bwGBps));
+  if (ranksPerChip > 0) sets.push_back("ranks_per_chip=" + std::to_string(ranksPerChip));
+  std::string err;
+  if (dumpTopology) {
+    std::string text;
+    if (fabric::Topology::resolveJsonText(topoSpec, sets, &text, &err) != Status::Success) {
+      std::fprintf(stderr, "nlccl-sim: %s\n", err.c_str());
+      return 2;
+    }
+    std::printf("%s\n", text.c_str());
+    return 0;
+  }
+  Collective coll;
+  if (!parseCollective(collName, &coll)) {
+    std::fprintf(stderr, "nlccl-sim: unknown collective '%s' (allreduce, allgather, "
+                         "reducescatter, broadcast, reduce, alltoall)\n", collName.c_str());
+    return 2;
+  }
+  fabric::Topology topo;
+  if (fabric::Topology::load(topoSpec, sets, &topo, &err) != Status::Success) {
+    std::fprintf(stderr, "nlccl-sim: %s\n", err.c_str());
+    return 2;
+  }
+  sim::Options opts;
+  if (!parseDataType(dtypeName.c_str(), &opts.dtype)) {
+    std::fprintf(stderr, "nlccl-sim: unknown datatype '%s'\n", dtypeName.c_str());
+    return 2;
+  }
+  RedOp op;
+  if (!parseRedOp(opName.c_str(), &op)) {
+    std::fprintf(stderr, "nlccl-sim: unknown op '%s'\n", opName.c_str());
+    return 2;
+  }
+  if (!sim::parseMode(modeName, &opts.mode)) {
+    std::fprintf(stderr, "nlccl-sim: --mode must be analytical or flow\n");
+    return 2;
+  }
+  size_t minBytes = 0, maxBytes = 0;
+  if (!parseSize(minS, &minBytes) || !parseSize(maxS, &maxBytes) || minBytes > maxBytes ||
+      factor < 2) {
+    std::fprintf(stderr, "nlccl-sim: bad -b/-e/-f\n");
+    return 2;
+  }
+  opts.chunkBytes = chunkBytes;
+  opts.maxLoops = maxLoops;
+  opts.launchOverheadS = launchUs >= 0 ? launchUs * 1e-6 : -1;
+  sim::CollectiveRun run;
+  run.collective = coll;
+  run.algorithm = algoName.empty() ? algo::defaultAlgorithm(coll) : algoName;
+  run.nranks = ranks > 0 ? ranks : topo.numRanks();
+  run.root = root;
+  if (!groupsArg.empty()) run.groups = parseInts(groupsArg);
+  if (!levelAlgosArg.empty()) run.levelAlgorithms = parseNames(levelAlgosArg);
+  if (run.nranks > topo.numRanks() || (rooted(coll) && (root < 0 || root >= run.nranks))) {
+    std::fprintf(stderr, "nlccl-sim: %d ranks (root %d) do not fit %s (%d ranks)\n", run.nranks,
+                 root, topo.name().c_str(), topo.numRanks());
+    return 2;
+  }
+  if (algo::find(run.algorithm, coll) == nullptr) {
+    std::fprintf(stderr, "nlccl-sim: algorithm '%s' does not implement %s; valid: %s\n",
+                 run.algorithm.c_str(), collectiveName(coll), algo::validNames(coll).c_str());
+    return 2;
+  }
+  const size_t es = dataTypeSize(opts.dtype);
+  const size_t unit = es * ((coll == Collective::AllGather || coll == Collective::ReduceScatter ||
+                             coll == Collective::AllToAll) ? run.nranks : 1);
+
+  std::printf("# nlccl-sim: %s, algorithm %s, topology %s (%d chips, %d ranks, %d per chip), "
+              "mode %s\n", collectiveName(coll), run.algorithm.c_str(), topo.name().c_str(),
+              topo.numChips(), run.nranks, topo.ranksPerChip(), sim::modeName(opts.mode));
+  if (run.algorithm == "hier") {
+    const auto g = run.groups.empty() ? topo.levelGroups(run.nranks) : run.groups;
+    std::string s;
+    for (int x : g) s += (s.empty() ? "" : "x") + std::to_string(x);
+    std::printf("# hier groups (innermost first): %s\n", s.c_str());
+  }
+  std::printf("# time is modelled; GB/s = 10^9 B/s; busbw factors as nccl-tests\n#\n");
+  std::printf("#                                                   modelled\n");
+  std::printf("# %10s  %12s  %8s  %6s  %6s  %9s  %7s  %7s  %6s\n", "size", "count", "type", "redop",
+              "root", "time", "algbw", "busbw", "#wrong");
+  std::printf("# %10s  %12s  %8s  %6s  %6s  %9s  %7s  %7s  %6s\n", "(B)", "(elements)", "", "", "",
+              "(us)", "(GB/s)", "(GB/s)", "");
+  nlohmann::json records = nlohmann::json::array();
+  double busSum = 0;
+  int nSizes = 0;
+  sim::Result last;
+  std::vector<size_t> sizes;
+  for (size_t s = minBytes; s <= maxBytes; s *= static_cast<size_t>(factor)) {
+    sizes.push_back(s);
+    if (s == 0) break;
+  }
+  for (size_t i = 0; i < sizes.size(); ++i) {
+    const size_t bytes = sizes[i] / unit * unit;
+    run.bytes = bytes;
+    sim::Options o = opts;
+    o.trace = !tracePath.empty() && i + 1 == sizes.size();
+    sim::Result r;
+    if (sim::simulateCollective(topo, run, o, &r, &err) != Status::Success) {
+      std::fprintf(stderr, "nlccl-sim: %s\n", err.c_str());
+      return 1;
+    }
+    std::printf("  %10zu  %12zu  %8s  %6s  %6d  %9.2f  %7.2f  %7.2f  %6s\n", bytes, bytes / es,
+                dataTypeName(opts.dtype), reducing(coll) ? redOpName(op) : "none",
+                rooted(coll) ? root : -1, r.timeS * 1e6, r.algbwGBps, r.busbwGBps, "N/A");
+    if (verbose)
+      std::printf("#   loops %d, transfers %zu, events %zu, wall %.3f s (%.3g events/s)\n", r.loops,
+                  r.transfers, r.events, r.wallS, r.wallS > 0 ? r.events / r.wallS : 0.0);
+    busSum += r.busbwGBps;
+    ++nSizes;
+    records.push_back({{"collective", collectiveName(coll)}, {"algorithm", r.algorithm},
+                       {"topology", topo.name()}, {"mode", sim::modeName(opts.mode)},
+                       {"ranks", run.nranks}, {"ranks_per_chip", topo.ranksPerChip()},
+                       {"bytes", bytes}, {"count", bytes / es}, {"type", dataTypeName(opts.dtype)},
+                       {"redop", redOpName(op)}, {"root", rooted(coll) ? root : -1},
+                       {"time_us", r.timeS * 1e6}, {"algbw_GBps", r.algbwGBps},
+                       {"busbw_GBps", r.busbwGBps}, {"loops", r.loops},
+                       {"transfers", r.transfers}, {"events", r.events}, {"wall_s", r.wallS}});
+    if (i + 1 == sizes.size()) last = std::move(r);
+  }
+  std::printf("# Out of bounds values : 0 OK\n");
+  std::printf("# Avg bus bandwidth    : %g\n#\n", nSizes ? busSum / nSizes : 0.0);
+  if (showLinks > 0) {
+    auto links = last.links;
+    std::sort(links.begin(), links.end(), [](auto& a, auto& b) { return a.bytes > b.bytes; });
+    std::printf("# most loaded links (largest size): bytes, peak utilisation\n");
+    for (int i = 0; i < showLinks && i < static_cast<int>(links.size()); ++i)
+      std::printf("#   %-28s %14.0f  %5.3f\n", topo.linkName(links[i].link).c_str(),
+                  links[i].bytes, links[i].peakUtil);
+  }
+  if (!jsonPath.empty()) {
+    std::ofstream out(jsonPath);
+    out << records.dump(2) << "\n";
+    if (!out) {
+      std::fprintf(stderr, "nlccl-sim: cannot write %s\n", jsonPath.c_str());
+      return 1;
+    }
+  }
+  if (!tracePath.empty() && sim::writeChromeTrace(topo, last, tracePath, &err) != Status::Success) {
+    std::fprintf(stderr, "nlccl-sim: %s\n", err.c_str());
+    return 1;
+  }
+  return 0;
+}

@@ -1,0 +1,68 @@
+// Shared by the C entry points: the exception firewall, handle conversion and argument checks.
+// Every check that fails logs a WARN naming the argument; that text becomes the communicator's
+// last error (nlcclGetLastError).
+#pragma once
+
+#include <cstddef>
+#include <new>
+
+#include "nlccl.h"
+#include "core/comm.hpp"
+#include "core/stream.hpp"
+#include "util/dtype.hpp"
+#include "util/log.hpp"
+
+#define NLCCL_API extern "C" __attribute__((visibility("default")))
+
+namespace nlccl::api {
+
+inline nlcclResult_t toResult(Status s) { return static_cast<nlcclResult_t>(s); }
+inline core::Communicator* toComm(nlcclComm_t c) { return reinterpret_cast<core::Communicator*>(c); }
+inline nlcclComm_t toHandle(core::Communicator* c) { return reinterpret_cast<nlcclComm_t>(c); }
+inline core::Stream* toStream(nlcclStream_t s) { return reinterpret_cast<core::Stream*>(s); }
+
+/// Records the calling thread's last WARN as the last error of `comm` (and globally).
+void recordError(core::Communicator* comm);
+/// The last error of calls that had no valid communicator.
+const char* globalLastError();
+
+/// Runs `body` (returning Status) with log::lastError cleared first; exceptions become
+/// InternalError (or SystemError for bad_alloc); failures are recorded on `comm`.
+template <typename F>
+nlcclResult_t guard(core::Communicator* comm, F&& body) {
+  log::clearLastError();
+  Status s;
+  try {
+    s = body();
+  } catch (const std::bad_alloc&) {
+    WARN("out of memory");
+    s = Status::SystemError;
+  } catch (const std::exception& e) {
+    WARN("internal error: %s", e.what());
+    s = Status::InternalError;
+  } catch (...) {
+    WARN("internal error: unknown exception");
+    s = Status::InternalError;
+  }
+  if (s != Status::Success && s != Status::InProgress) recordError(comm);
+  return toResult(s);
+}
+
+/// InvalidArgument unless `comm` is a live communicator.
+Status checkComm(nlcclComm_t comm, const char* func);
+Status checkDataType(nlcclDataType_t t, const char* func);
+Status checkRedOp(nlcclRedOp_t op, const char* func);
+/// InvalidArgument when `ptr` is null while `count` elements are to be read or written.
+Status checkBuffer(const void* ptr, size_t count, const char* name, const char* func);
+/// InvalidArgument when count * factor * element size overflows size_t.
+Status checkCount(size_t count, size_t factor, nlcclDataType_t t, const char* name,
+                  const char* func);
+Status checkRank(int r, int nranks, const char* name, const char* func);
+
+}  // namespace nlccl::api
+
+#define API_CHECK(call)                                     \
+  do {                                                      \
+    ::nlccl::Status api_s_ = (call);                        \
+    if (api_s_ != ::nlccl::Status::Success) return api_s_;  \
+  } while (0)

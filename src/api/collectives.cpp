@@ -1,0 +1,126 @@
+// Collective entry points: check every argument, then hand the call to the core.
+#include "api/api.hpp"
+#include "core/collective.hpp"
+
+using namespace nlccl;
+using api::guard;
+
+namespace {
+
+/// The checks all collectives share; `factor` is how many counts the larger buffer holds.
+Status checkCommon(nlcclComm_t comm, size_t count, size_t factor, nlcclDataType_t dt,
+                   const char* func) {
+  API_CHECK(api::checkComm(comm, func));
+  API_CHECK(api::checkDataType(dt, func));
+  API_CHECK(api::checkCount(count, factor, dt, "count", func));
+  return Status::Success;
+}
+
+nlcclResult_t run(nlcclComm_t comm, const core::CollArgs& a, nlcclStream_t stream,
+                  const char* func, size_t factor, bool needsOp, bool needsRoot,
+                  bool sendAtRootOnly, bool recvAtRootOnly) {
+  core::Communicator* c = comm ? api::toComm(comm) : nullptr;
+  return guard(c, [&] {
+    nlcclDataType_t dt = static_cast<nlcclDataType_t>(a.dtype);
+    API_CHECK(checkCommon(comm, a.count, factor, dt, func));
+    if (needsOp) API_CHECK(api::checkRedOp(static_cast<nlcclRedOp_t>(a.op), func));
+    if (needsRoot) API_CHECK(api::checkRank(a.root, c->nranks(), "root", func));
+    bool root = c->rank() == a.root;
+    if (!sendAtRootOnly || root) API_CHECK(api::checkBuffer(a.send, a.count, "sendbuff", func));
+    if (!recvAtRootOnly || root) API_CHECK(api::checkBuffer(a.recv, a.count, "recvbuff", func));
+    return core::collective(c, a, api::toStream(stream));
+  });
+}
+
+core::CollArgs args(Collective coll, const void* send, void* recv, size_t count,
+                    nlcclDataType_t dt, nlcclRedOp_t op, int root) {
+  core::CollArgs a;
+  a.collective = coll;
+  a.send = send;
+  a.recv = recv;
+  a.count = count;
+  a.dtype = static_cast<DataType>(dt);
+  a.op = static_cast<RedOp>(op);
+  a.root = root;
+  return a;
+}
+
+}  // namespace
+
+NLCCL_API nlcclResult_t nlcclAllReduce(const void* sendbuff, void* recvbuff, size_t count,
+                                       nlcclDataType_t datatype, nlcclRedOp_t op,
+                                       nlcclComm_t comm, nlcclStream_t stream) {
+  return run(comm, args(Collective::AllReduce, sendbuff, recvbuff, count, datatype, op, 0), stream,
+             "nlcclAllReduce", 1, true, false, false, false);
+}
+
+NLCCL_API nlcclResult_t nlcclBroadcast(const void* sendbuff, void* recvbuff, size_t count,
+                                       nlcclDataType_t datatype, int root, nlcclComm_t comm,
+                                       nlcclStream_t stream) {
+  return run(comm, args(Collective::Broadcast, sendbuff, recvbuff, count, datatype, nlcclSum, root),
+             stream, "nlcclBroadcast", 1, false, true, true, false);
+}
+
+NLCCL_API nlcclResult_t nlcclReduce(const void* sendbuff, void* recvbuff, size_t count,
+                                    nlcclDataType_t datatype, nlcclRedOp_t op, int root,
+                                    nlcclComm_t comm, nlcclStream_t stream) {
+  return run(comm, args(Collective::Reduce, sendbuff, recvbuff, count, datatype, op, root), stream,
+             "nlcclReduce", 1, true, true, false, true);
+}
+
+NLCCL_API nlcclResult_t nlcclAllGather(const void* sendbuff, void* recvbuff, size_t sendcount,
+                                       nlcclDataType_t datatype, nlcclComm_t comm,
+                                       nlcclStream_t stream) {
+  size_t p = (comm && api::toComm(comm)->valid()) ? api::toComm(comm)->nranks() : 1;
+  return run(comm, args(Collective::AllGather, sendbuff, recvbuff, sendcount, datatype, nlcclSum, 0),
+             stream, "nlcclAllGather", p, false, false, false, false);
+}
+
+NLCCL_API nlcclResult_t nlcclReduceScatter(const void* sendbuff, void* recvbuff, size_t recvcount,
+                                           nlcclDataType_t datatype, nlcclRedOp_t op,
+                                           nlcclComm_t comm, nlcclStream_t stream) {
+  size_t p = (comm && api::toComm(comm)->valid()) ? api::toComm(comm)->nranks() : 1;
+  return run(comm, args(Collective::ReduceScatter, sendbuff, recvbuff, recvcount, datatype, op, 0),
+             stream, "nlcclReduceScatter", p, true, false, false, false);
+}
+
+NLCCL_API nlcclResult_t nlcclAlltoAll(const void* sendbuff, void* recvbuff, size_t count,
+                                      nlcclDataType_t datatype, nlcclComm_t comm,
+                                      nlcclStream_t stream) {
+  size_t p = (comm && api::toComm(comm)->valid()) ? api::toComm(comm)->nranks() : 1;
+  return run(comm, args(Collective::AllToAll, sendbuff, recvbuff, count, datatype, nlcclSum, 0),
+             stream, "nlcclAlltoAll", p, false, false, false, false);
+}
+
+NLCCL_API nlcclResult_t nlcclAlltoAllv(const void* sendbuff, const size_t sendcounts[],
+                                       const size_t sdispls[], void* recvbuff,
+                                       const size_t recvcounts[], const size_t rdispls[],
+                                       nlcclDataType_t datatype, nlcclComm_t comm,
+                                       nlcclStream_t stream) {
+  core::Communicator* c = comm ? api::toComm(comm) : nullptr;
+  const char* func = "nlcclAlltoAllv";
+  return guard(c, [&] {
+    API_CHECK(checkCommon(comm, 0, 1, datatype, func));
+    const std::pair<const size_t*, const char*> arrays[] = {
+        {sendcounts, "sendcounts"}, {sdispls, "sdispls"}, {recvcounts, "recvcounts"},
+        {rdispls, "rdispls"}};
+    for (auto [arr, name] : arrays) API_CHECK(api::checkBuffer(arr, 1, name, func));
+    size_t sendTotal = 0, recvTotal = 0;
+    for (int r = 0; r < c->nranks(); ++r) {
+      API_CHECK(api::checkCount(sendcounts[r], 1, datatype, "sendcounts[r]", func));
+      API_CHECK(api::checkCount(recvcounts[r], 1, datatype, "recvcounts[r]", func));
+      API_CHECK(api::checkCount(sdispls[r] + sendcounts[r], 1, datatype, "sdispls[r]", func));
+      API_CHECK(api::checkCount(rdispls[r] + recvcounts[r], 1, datatype, "rdispls[r]", func));
+      sendTotal += sendcounts[r];
+      recvTotal += recvcounts[r];
+    }
+    API_CHECK(api::checkBuffer(sendbuff, sendTotal, "sendbuff", func));
+    API_CHECK(api::checkBuffer(recvbuff, recvTotal, "recvbuff", func));
+    core::CollArgs a = args(Collective::AllToAllv, sendbuff, recvbuff, 0, datatype, nlcclSum, 0);
+    a.sendcounts = sendcounts;
+    a.sdispls = sdispls;
+    a.recvcounts = recvcounts;
+    a.rdispls = rdispls;
+    return core::collective(c, a, api::toStream(stream));
+  });
+}

@@ -1,0 +1,1 @@
+// Placeholder so CMake can form a shared library from archives.

@@ -1,0 +1,225 @@
+// Version, errors, communicator creation and lifetime.
+#include <cstring>
+
+#include "api/api.hpp"
+#include "core/init.hpp"
+#include "core/process_init.hpp"
+
+using namespace nlccl;
+using api::guard;
+
+namespace {
+
+/// Applies the fields of a user config on top of the environment's defaults.
+Status applyConfig(const nlcclConfig_t* cfg, core::CommConfig* out, const char* func) {
+  *out = core::defaultConfig();
+  if (cfg == nullptr) return Status::Success;
+  if (cfg->magic != NLCCL_CONFIG_MAGIC || cfg->size < sizeof(size_t) * 2) {
+    WARN("%s: config was not initialised with NLCCL_CONFIG_INITIALIZER", func);
+    return Status::InvalidArgument;
+  }
+  if (cfg->timeoutMs != NLCCL_CONFIG_UNDEF_INT) {
+    if (cfg->timeoutMs <= 0) {
+      WARN("%s: config->timeoutMs %d must be positive", func, cfg->timeoutMs);
+      return Status::InvalidArgument;
+    }
+    out->timeout = std::chrono::milliseconds(cfg->timeoutMs);
+  }
+  if (cfg->blocking != NLCCL_CONFIG_UNDEF_INT && cfg->blocking != 0 && cfg->blocking != 1) {
+    WARN("%s: config->blocking %d must be 0 or 1", func, cfg->blocking);
+    return Status::InvalidArgument;
+  }
+  if (cfg->transport) out->transport = cfg->transport;
+  if (cfg->topology) out->topology = cfg->topology;
+  if (cfg->algorithm) out->algorithm = cfg->algorithm;
+  if (cfg->commName) out->name = cfg->commName;
+  static const char* const kTransports[] = {"auto", "loopback", "shm", "ofi", "neuronlink"};
+  bool known = false;
+  for (const char* t : kTransports) known = known || out->transport == t;
+  if (!known) {
+    WARN("%s: transport '%s' is unknown (valid: auto, loopback, shm, ofi, neuronlink)", func,
+         out->transport.c_str());
+    return Status::InvalidArgument;
+  }
+  return Status::Success;
+}
+
+}  // namespace
+
+NLCCL_API nlcclResult_t nlcclGetVersion(int* version) {
+  return guard(nullptr, [&] {
+    if (version == nullptr) {
+      WARN("nlcclGetVersion: version is NULL");
+      return Status::InvalidArgument;
+    }
+    *version = NLCCL_VERSION_CODE;
+    return Status::Success;
+  });
+}
+
+NLCCL_API const char* nlcclGetErrorString(nlcclResult_t r) {
+  switch (r) {
+    case nlcclSuccess: return "no error";
+    case nlcclUnhandledDeviceError: return "unhandled device error";
+    case nlcclSystemError: return "unhandled system error (see NLCCL_DEBUG=WARN for details)";
+    case nlcclInternalError: return "internal error - please report this issue to the nlccl developers";
+    case nlcclInvalidArgument: return "invalid argument (run with NLCCL_DEBUG=WARN for details)";
+    case nlcclInvalidUsage: return "invalid usage (run with NLCCL_DEBUG=WARN for details)";
+    case nlcclRemoteError: return "remote process exited or there was a network error";
+    case nlcclInProgress: return "operation in progress";
+    case nlcclTimeout: return "timed out waiting for a peer";
+    default: return "unknown result code";
+  }
+}
+
+NLCCL_API const char* nlcclGetLastError(nlcclComm_t comm) {
+  if (comm != nullptr && api::toComm(comm)->valid()) {
+    static thread_local std::string copy;
+    copy = api::toComm(comm)->lastError();
+    return copy.c_str();
+  }
+  return api::globalLastError();
+}
+
+NLCCL_API nlcclResult_t nlcclCommInitAll(nlcclComm_t* comms, int ndev, const int* devlist) {
+  return guard(nullptr, [&] {
+    if (comms == nullptr) {
+      WARN("nlcclCommInitAll: comms is NULL");
+      return Status::InvalidArgument;
+    }
+    if (ndev <= 0) {
+      WARN("nlcclCommInitAll: ndev %d must be positive", ndev);
+      return Status::InvalidArgument;
+    }
+    core::CommConfig config;
+    API_CHECK(applyConfig(nullptr, &config, "nlcclCommInitAll"));
+    std::vector<std::unique_ptr<core::Communicator>> made;
+    API_CHECK(core::initAll(ndev, config, &made));
+    for (int i = 0; i < ndev; ++i) comms[i] = api::toHandle(made[i].release());
+    return Status::Success;
+  });
+}
+
+NLCCL_API nlcclResult_t nlcclGetUniqueId(nlcclUniqueId* id) {
+  return guard(nullptr, [&] {
+    if (id == nullptr) {
+      WARN("nlcclGetUniqueId: uniqueId is NULL");
+      return Status::InvalidArgument;
+    }
+    static_assert(sizeof(bootstrap::UniqueId) == sizeof(nlcclUniqueId));
+    bootstrap::UniqueId uid;
+    API_CHECK(core::makeUniqueId(&uid));
+    std::memcpy(id->internal, uid.bytes, sizeof(uid.bytes));
+    return Status::Success;
+  });
+}
+
+NLCCL_API nlcclResult_t nlcclCommInitRankConfig(nlcclComm_t* comm, int nranks, nlcclUniqueId id,
+                                                int rank, nlcclConfig_t* config) {
+  return guard(nullptr, [&] {
+    if (comm == nullptr) {
+      WARN("nlcclCommInitRank: comm is NULL");
+      return Status::InvalidArgument;
+    }
+    if (nranks <= 0) {
+      WARN("nlcclCommInitRank: nranks %d must be positive", nranks);
+      return Status::InvalidArgument;
+    }
+    API_CHECK(api::checkRank(rank, nranks, "rank", "nlcclCommInitRank"));
+    core::CommConfig cc;
+    API_CHECK(applyConfig(config, &cc, "nlcclCommInitRank"));
+    bootstrap::UniqueId uid;
+    std::memcpy(uid.bytes, id.internal, sizeof(uid.bytes));
+    std::unique_ptr<core::Communicator> made;
+    API_CHECK(core::initRank(uid, rank, nranks, cc, &made));
+    *comm = api::toHandle(made.release());
+    return Status::Success;
+  });
+}
+
+NLCCL_API nlcclResult_t nlcclCommInitRank(nlcclComm_t* comm, int nranks, nlcclUniqueId id,
+                                          int rank) {
+  return nlcclCommInitRankConfig(comm, nranks, id, rank, nullptr);
+}
+
+NLCCL_API nlcclResult_t nlcclCommSplit(nlcclComm_t comm, int color, int key, nlcclComm_t* newcomm,
+                                       nlcclConfig_t* config) {
+  core::Communicator* c = comm ? api::toComm(comm) : nullptr;
+  return guard(c, [&] {
+    API_CHECK(api::checkComm(comm, "nlcclCommSplit"));
+    if (newcomm == nullptr) {
+      WARN("nlcclCommSplit: newcomm is NULL");
+      return Status::InvalidArgument;
+    }
+    core::CommConfig cc;
+    API_CHECK(applyConfig(config, &cc, "nlcclCommSplit"));
+    if (config == nullptr) cc = c->config();
+    std::unique_ptr<core::Communicator> made;
+    API_CHECK(core::split(c, color < 0 ? -1 : color, key, cc, &made));
+    *newcomm = api::toHandle(made.release());
+    return Status::Success;
+  });
+}
+
+NLCCL_API nlcclResult_t nlcclCommFinalize(nlcclComm_t comm) {
+  return guard(comm ? api::toComm(comm) : nullptr, [&] {
+    API_CHECK(api::checkComm(comm, "nlcclCommFinalize"));
+    return Status::Success;  // work runs to completion in the caller or on streams the user syncs
+  });
+}
+
+NLCCL_API nlcclResult_t nlcclCommDestroy(nlcclComm_t comm) {
+  if (comm == nullptr) return nlcclSuccess;  // NCCL accepts NULL
+  return guard(nullptr, [&] {
+    API_CHECK(api::checkComm(comm, "nlcclCommDestroy"));
+    delete api::toComm(comm);
+    return Status::Success;
+  });
+}
+
+NLCCL_API nlcclResult_t nlcclCommAbort(nlcclComm_t comm) {
+  if (comm == nullptr) return nlcclSuccess;
+  return guard(nullptr, [&] {
+    API_CHECK(api::checkComm(comm, "nlcclCommAbort"));
+    core::Communicator* c = api::toComm(comm);
+    c->abort();
+    delete c;
+    return Status::Success;
+  });
+}
+
+NLCCL_API nlcclResult_t nlcclCommGetAsyncError(nlcclComm_t comm, nlcclResult_t* asyncError) {
+  return guard(comm ? api::toComm(comm) : nullptr, [&] {
+    API_CHECK(api::checkComm(comm, "nlcclCommGetAsyncError"));
+    if (asyncError == nullptr) {
+      WARN("nlcclCommGetAsyncError: asyncError is NULL");
+      return Status::InvalidArgument;
+    }
+    *asyncError = api::toResult(api::toComm(comm)->asyncError());
+    return Status::Success;
+  });
+}
+
+NLCCL_API nlcclResult_t nlcclCommCount(const nlcclComm_t comm, int* count) {
+  return guard(comm ? api::toComm(comm) : nullptr, [&] {
+    API_CHECK(api::checkComm(comm, "nlcclCommCount"));
+    if (count == nullptr) {
+      WARN("nlcclCommCount: count is NULL");
+      return Status::InvalidArgument;
+    }
+    *count = api::toComm(comm)->nranks();
+    return Status::Success;
+  });
+}
+
+NLCCL_API nlcclResult_t nlcclCommUserRank(const nlcclComm_t comm, int* rank) {
+  return guard(comm ? api::toComm(comm) : nullptr, [&] {
+    API_CHECK(api::checkComm(comm, "nlcclCommUserRank"));
+    if (rank == nullptr) {
+      WARN("nlcclCommUserRank: rank is NULL");
+      return Status::InvalidArgument;
+    }
+    *rank = api::toComm(comm)->rank();
+    return Status::Success;
+  });
+}

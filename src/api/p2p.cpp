@@ -1,0 +1,44 @@
+// Point-to-point and groups.
+#include "api/api.hpp"
+#include "core/collective.hpp"
+#include "core/group.hpp"
+
+using namespace nlccl;
+using api::guard;
+
+namespace {
+nlcclResult_t p2p(bool isSend, void* buf, size_t count, nlcclDataType_t dt, int peer,
+                  nlcclComm_t comm, nlcclStream_t stream, const char* func) {
+  core::Communicator* c = comm ? api::toComm(comm) : nullptr;
+  return guard(c, [&] {
+    API_CHECK(api::checkComm(comm, func));
+    API_CHECK(api::checkDataType(dt, func));
+    API_CHECK(api::checkCount(count, 1, dt, "count", func));
+    API_CHECK(api::checkRank(peer, c->nranks(), "peer", func));
+    API_CHECK(api::checkBuffer(buf, count, isSend ? "sendbuff" : "recvbuff", func));
+    return core::pointToPoint(c, isSend, buf, count, static_cast<DataType>(dt), peer,
+                              api::toStream(stream));
+  });
+}
+}  // namespace
+
+NLCCL_API nlcclResult_t nlcclSend(const void* sendbuff, size_t count, nlcclDataType_t datatype,
+                                  int peer, nlcclComm_t comm, nlcclStream_t stream) {
+  return p2p(true, const_cast<void*>(sendbuff), count, datatype, peer, comm, stream, "nlcclSend");
+}
+
+NLCCL_API nlcclResult_t nlcclRecv(void* recvbuff, size_t count, nlcclDataType_t datatype, int peer,
+                                  nlcclComm_t comm, nlcclStream_t stream) {
+  return p2p(false, recvbuff, count, datatype, peer, comm, stream, "nlcclRecv");
+}
+
+NLCCL_API nlcclResult_t nlcclGroupStart(void) {
+  return guard(nullptr, [] {
+    core::groupStart();
+    return Status::Success;
+  });
+}
+
+NLCCL_API nlcclResult_t nlcclGroupEnd(void) {
+  return guard(nullptr, [] { return core::groupEnd(); });
+}

@@ -1,0 +1,402 @@
+#include "bootstrap/link.hpp"
+
+#include <asio.hpp>
+#include <condition_variable>
+#include <deque>
+#include <map>
+#include <mutex>
+#include <thread>
+
+#include "bootstrap/wire.hpp"
+#include "util/log.hpp"
+
+namespace nlccl::bootstrap {
+
+using asio::ip::tcp;
+using Key = std::pair<uint32_t, uint32_t>;  // (group, seq)
+
+struct Link::Impl {
+  Impl() : sock(io), retry(io), guard(asio::make_work_guard(io)) {}
+
+  asio::io_context io;
+  tcp::socket sock;
+  asio::steady_timer retry;
+  asio::executor_work_guard<asio::io_context::executor_type> guard;
+  std::thread thread;
+
+  mutable std::mutex mu;
+  std::condition_variable cv;
+  // Filled by the reader thread, taken by waiters (all under mu).
+  struct Outcome {
+    bool error = false;
+    std::string text;
+    std::vector<Bytes> pieces;
+  };
+  std::map<Key, Outcome> done;
+  std::map<Key, wire::QueryReply> queries;
+  int connectState = 0;  // 0 pending, 1 connected, -1 failed
+  std::string connectError;
+  size_t queued = 0;     // frames not yet written
+  bool closing = false;  // EOF is expected from now on
+
+  std::atomic<uint32_t> failed{0};
+  Status failStatus = Status::Success;
+  std::string failText;
+  std::vector<Notifier*> wakers;
+  FailureCallback callback;
+
+  // Reader/writer state: touched only on the io thread.
+  uint8_t hdr[wire::kHeaderBytes];
+  Bytes payload;
+  std::deque<std::shared_ptr<Bytes>> outq;
+
+  void fail(Status s, const std::string& text) {
+    std::vector<Notifier*> ws;
+    FailureCallback cb;
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      if (failed.load() != 0 || closing) return;
+      failStatus = s;
+      failText = text;
+      failed.store(1, std::memory_order_release);
+      ws = wakers;
+      cb = callback;
+    }
+    cv.notify_all();
+    futexWakeAll(&failed, false);
+    for (Notifier* n : ws) n->notify();
+    if (cb) cb(s, text);
+  }
+
+  void attemptConnect(tcp::endpoint target, Clock::time_point deadline) {
+    sock.async_connect(target, [this, target, deadline](const asio::error_code& ec) {
+      if (!ec) {
+        asio::error_code ignored;
+        sock.set_option(tcp::no_delay(true), ignored);
+        {
+          std::lock_guard<std::mutex> lock(mu);
+          connectState = 1;
+        }
+        cv.notify_all();
+        readHeader();
+        return;
+      }
+      bool again = (ec == asio::error::connection_refused || ec == asio::error::try_again) &&
+                   Clock::now() + std::chrono::milliseconds(50) < deadline;
+      asio::error_code ignored;
+      sock.close(ignored);
+      if (again) {
+        retry.expires_after(std::chrono::milliseconds(50));
+        retry.async_wait([this, target, deadline](const asio::error_code& tec) {
+          if (!tec) attemptConnect(target, deadline);
+        });
+        return;
+      }
+      {
+        std::lock_guard<std::mutex> lock(mu);
+        if (connectState == 0) {
+          connectState = -1;
+          connectError = ec.message();
+        }
+      }
+      cv.notify_all();
+    });
+  }
+
+  void readHeader() {
+    asio::async_read(sock, asio::buffer(hdr), [this](const asio::error_code& ec, size_t) {
+      if (ec) return readFailed(ec);
+      wire::Header h;
+      std::string why;
+      if (wire::parseHeader({hdr, sizeof(hdr)}, wire::kMaxMessageBytes, &h, &why) !=
+          wire::Parse::Ok)
+        return protocolError(why);
+      payload.resize(h.length);
+      asio::async_read(sock, asio::buffer(payload), [this, h](const asio::error_code& ec2, size_t) {
+        if (ec2) return readFailed(ec2);
+        wire::Body body;
+        std::string why2;
+        if (!wire::parseBody(h, payload, &body, &why2)) return protocolError(why2);
+        if (handle(h, body)) readHeader();
+      });
+    });
+  }
+
+  bool handle(const wire::Header& h, const wire::Body& body) {
+    Key key{h.group, h.seq};
+    switch (h.type) {
+      case wire::Type::Result: {
+        Outcome o;
+        for (auto piece : std::get<wire::Result>(body).pieces) o.pieces.emplace_back(piece.begin(), piece.end());
+        std::lock_guard<std::mutex> lock(mu);
+        done[key] = std::move(o);
+        break;
+      }
+      case wire::Type::Error: {
+        Outcome o;
+        o.error = true;
+        o.text = std::string(std::get<wire::ErrorMsg>(body).text);
+        std::lock_guard<std::mutex> lock(mu);
+        done[key] = std::move(o);
+        break;
+      }
+      case wire::Type::QueryReply: {
+        std::lock_guard<std::mutex> lock(mu);
+        queries[key] = std::get<wire::QueryReply>(body);
+        break;
+      }
+      case wire::Type::PeerDown:
+        fail(Status::RemoteError, std::string(std::get<wire::PeerDown>(body).reason));
+        return true;  // keep reading: the root may still answer
+      default:
+        protocolError("unexpected message type " + std::to_string(int(h.type)) + " from the root");
+        return false;
+    }
+    cv.notify_all();
+    return true;
+  }
+
+  void protocolError(const std::string& why) {
+    fail(Status::InternalError, "bootstrap: malformed message from the root: " + why);
+    asio::error_code ignored;
+    sock.close(ignored);
+  }
+
+  void readFailed(const asio::error_code& ec) {
+    if (ec == asio::error::operation_aborted) return;
+    fail(Status::RemoteError, "bootstrap: lost the connection to the root (" + ec.message() + ")");
+  }
+
+  void write(std::shared_ptr<Bytes> frame) {
+    outq.push_back(std::move(frame));
+    if (outq.size() == 1) writeNext();
+  }
+  void writeNext() {
+    asio::async_write(sock, asio::buffer(*outq.front()), [this](const asio::error_code& ec, size_t) {
+      outq.pop_front();
+      {
+        std::lock_guard<std::mutex> lock(mu);
+        --queued;
+      }
+      cv.notify_all();
+      if (ec) {
+        if (ec != asio::error::operation_aborted)
+          fail(Status::RemoteError, "bootstrap: cannot write to the root (" + ec.message() + ")");
+        while (!outq.empty()) {  // drop the rest: the connection is gone
+          outq.pop_front();
+          std::lock_guard<std::mutex> lock(mu);
+          --queued;
+        }
+        return;
+      }
+      if (!outq.empty()) writeNext();
+    });
+  }
+
+  /// Stops the io thread; `graceful` first waits (bounded) for queued writes to go out.
+  void shutdown(bool graceful) {
+    if (graceful) {
+      std::unique_lock<std::mutex> lock(mu);
+      cv.wait_for(lock, std::chrono::seconds(1), [this] { return queued == 0; });
+    }
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      closing = true;
+    }
+    asio::post(io, [this] {
+      asio::error_code ignored;
+      sock.shutdown(tcp::socket::shutdown_both, ignored);
+      sock.close(ignored);
+      retry.cancel();
+    });
+    guard.reset();
+    if (thread.joinable()) {
+      if (thread.get_id() == std::this_thread::get_id()) {
+        thread.detach();  // destroyed from a failure callback: cannot join ourselves
+      } else {
+        thread.join();
+      }
+    }
+  }
+};
+
+Link::Link(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+
+Link::~Link() { close(); }
+
+Status Link::connect(const Endpoint& ep, Clock::time_point deadline, std::shared_ptr<Link>* out) {
+  std::shared_ptr<Link> link;
+  try {
+    link.reset(new Link(std::make_unique<Impl>()));
+  } catch (const std::exception& e) {
+    WARN("bootstrap: cannot create the connection: %s", e.what());
+    return Status::SystemError;
+  }
+  Impl* im = link->impl_.get();
+  asio::ip::address addr;
+  if (ep.ipv6) {
+    asio::ip::address_v6::bytes_type b;
+    std::copy(ep.addr.begin(), ep.addr.end(), b.begin());
+    addr = asio::ip::address_v6(b);
+  } else {
+    addr = asio::ip::address_v4({ep.addr[0], ep.addr[1], ep.addr[2], ep.addr[3]});
+  }
+  tcp::endpoint target(addr, ep.port);
+  asio::post(im->io, [im, target, deadline] { im->attemptConnect(target, deadline); });
+  im->thread = std::thread([im] {
+    try {
+      im->io.run();
+    } catch (const std::exception& e) {
+      im->fail(Status::InternalError, std::string("bootstrap: reader thread failed: ") + e.what());
+    }
+  });
+  std::unique_lock<std::mutex> lock(im->mu);
+  im->cv.wait_until(lock, deadline, [im] { return im->connectState != 0; });
+  int state = im->connectState;
+  std::string err = im->connectError;
+  lock.unlock();
+  if (state == 1) {
+    *out = std::move(link);
+    return Status::Success;
+  }
+  link->abort();
+  if (state == 0) {
+    WARN("bootstrap: timed out connecting to the root at %s", ep.toString().c_str());
+    return Status::Timeout;
+  }
+  WARN("bootstrap: cannot connect to the root at %s: %s", ep.toString().c_str(), err.c_str());
+  return Status::SystemError;
+}
+
+Status Link::send(Bytes frame) {
+  Impl* im = impl_.get();
+  {
+    std::lock_guard<std::mutex> lock(im->mu);
+    if (im->failed.load() != 0) {
+      log::setLastError(im->failText);
+      return im->failStatus;
+    }
+    if (im->closing) return Status::InvalidUsage;
+    ++im->queued;
+  }
+  auto p = std::make_shared<Bytes>(std::move(frame));
+  asio::post(im->io, [im, p] { im->write(p); });
+  return Status::Success;
+}
+
+Status Link::awaitRound(uint32_t group, uint32_t seq, int nranks, Clock::time_point deadline,
+                        int64_t timeoutMs, const std::string& what, std::vector<Bytes>* pieces) {
+  Impl* im = impl_.get();
+  Key key{group, seq};
+  // Ask the root who is missing a little before the deadline so the Timeout can name them.
+  auto margin = std::min<Clock::duration>(std::chrono::milliseconds(100),
+                                          std::chrono::milliseconds(timeoutMs / 10));
+  auto queryAt = deadline - margin;
+  bool queried = false;
+  std::unique_lock<std::mutex> lock(im->mu);
+  for (;;) {
+    auto it = im->done.find(key);
+    if (it != im->done.end()) {
+      Impl::Outcome o = std::move(it->second);
+      im->done.erase(it);
+      im->queries.erase(key);
+      lock.unlock();
+      if (o.error) {
+        WARN("bootstrap: %s failed: %s", what.c_str(), o.text.c_str());
+        return Status::InvalidUsage;
+      }
+      *pieces = std::move(o.pieces);
+      return Status::Success;
+    }
+    if (im->failed.load() != 0) {
+      std::string text = im->failText;
+      Status s = im->failStatus;
+      lock.unlock();
+      WARN("bootstrap: %s: %s", what.c_str(), text.c_str());
+      return s;
+    }
+    auto now = Clock::now();
+    if (now >= deadline) break;
+    if (!queried && now >= queryAt) {
+      queried = true;
+      lock.unlock();
+      if (send(wire::encodeQuery(group, seq, 0)) != Status::Success) {
+        lock.lock();
+        continue;  // the failure is reported above
+      }
+      lock.lock();
+      continue;
+    }
+    im->cv.wait_until(lock, queried ? deadline : queryAt);
+  }
+  std::string who = "ranks (unknown: the root did not answer)";
+  auto q = im->queries.find(key);
+  if (q != im->queries.end()) {
+    who = (q->second.missing.size() == 1 ? "rank " : "ranks ") +
+          wire::formatRankList(q->second.missing) + " of " + std::to_string(q->second.nranks);
+    im->queries.erase(q);
+  } else {
+    who += " of " + std::to_string(nranks);
+  }
+  lock.unlock();
+  WARN("bootstrap: timed out after %lld ms waiting for %s to %s", static_cast<long long>(timeoutMs),
+       who.c_str(), what.c_str());
+  return Status::Timeout;
+}
+
+Status Link::health() const {
+  Impl* im = impl_.get();
+  if (im->failed.load(std::memory_order_acquire) == 0) return Status::Success;
+  std::lock_guard<std::mutex> lock(im->mu);
+  log::setLastError(im->failText);
+  return im->failStatus;
+}
+
+const std::atomic<uint32_t>* Link::failureWord() const { return &impl_->failed; }
+
+void Link::addWaker(Notifier* n) {
+  bool failedNow;
+  {
+    std::lock_guard<std::mutex> lock(impl_->mu);
+    impl_->wakers.push_back(n);
+    failedNow = impl_->failed.load() != 0;
+  }
+  if (failedNow) n->notify();
+}
+
+void Link::removeWaker(Notifier* n) {
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  std::erase(impl_->wakers, n);
+}
+
+void Link::setFailureCallback(FailureCallback cb) {
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  impl_->callback = std::move(cb);
+}
+
+void Link::close() {
+  if (!impl_ || !impl_->thread.joinable()) return;
+  bool sendBye;
+  {
+    std::lock_guard<std::mutex> lock(impl_->mu);
+    // A failed peer does not make our own exit disorderly: say goodbye while the root is there.
+    sendBye = impl_->connectState == 1 && !impl_->closing;
+  }
+  if (sendBye) {
+    Impl* im = impl_.get();
+    {
+      std::lock_guard<std::mutex> lock(im->mu);
+      ++im->queued;
+    }
+    auto p = std::make_shared<Bytes>(wire::encodeGoodbye());
+    asio::post(im->io, [im, p] { im->write(p); });
+  }
+  impl_->shutdown(sendBye);
+}
+
+void Link::abort() {
+  if (!impl_ || !impl_->thread.joinable()) return;
+  impl_->shutdown(false);
+}
+
+}  // namespace nlccl::bootstrap

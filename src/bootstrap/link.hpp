@@ -1,0 +1,62 @@
+// A rank's connection to the bootstrap root: a background reader thread (Asio) that files round
+// results by (group, seq) and turns a dropped peer or root into a sticky failure that waiters, the
+// health() check and registered Notifiers see at once. Shared by a Bootstrap and its splits.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "bootstrap/unique_id.hpp"
+#include "util/futex.hpp"
+#include "util/status.hpp"
+
+namespace nlccl::bootstrap {
+
+class Link {
+ public:
+  using Clock = std::chrono::steady_clock;
+  using Bytes = std::vector<uint8_t>;
+  using FailureCallback = std::function<void(Status, const std::string&)>;
+
+  ~Link();
+
+  /// Connects to the root at `ep` (retrying refused connections) before `deadline`.
+  static Status connect(const Endpoint& ep, Clock::time_point deadline,
+                        std::shared_ptr<Link>* out);
+
+  /// Queues a frame; the reader thread writes it. Fails once the link has failed.
+  Status send(Bytes frame);
+
+  /// Waits for the result of round (group, seq) until `deadline`. On Timeout the message names the
+  /// ranks the root had not heard from (asked just before the deadline); `what` says what the
+  /// round was ("join", "barrier", ...). `pieces` gets every rank's piece.
+  Status awaitRound(uint32_t group, uint32_t seq, int nranks, Clock::time_point deadline,
+                    int64_t timeoutMs, const std::string& what, std::vector<Bytes>* pieces);
+
+  /// Success, or the sticky failure (RemoteError "rank 3 disconnected", ...) with last error set.
+  Status health() const;
+  /// 0 while healthy, nonzero after a failure: cheap to poll, and futex-waitable.
+  const std::atomic<uint32_t>* failureWord() const;
+  /// Notifiers woken (notify()) on failure, so that blocked transport waits recheck health().
+  void addWaker(Notifier* n);
+  void removeWaker(Notifier* n);
+  /// Called once, from the reader thread, when the link fails (after the wakers).
+  void setFailureCallback(FailureCallback cb);
+
+  /// Sends goodbye, drains queued writes (bounded wait), closes and joins the reader thread.
+  void close();
+  /// Closes without goodbye: the root tells every other rank this one is gone.
+  void abort();
+
+ private:
+  struct Impl;
+  explicit Link(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace nlccl::bootstrap

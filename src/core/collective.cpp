@@ -1,0 +1,280 @@
+#include "core/collective.hpp"
+
+#include <cstring>
+#include <functional>
+#include <sstream>
+
+#include "core/group.hpp"
+#include "core/params.hpp"
+#include "core/work.hpp"
+#include "util/log.hpp"
+
+namespace nlccl::core {
+
+namespace {
+
+/// Byte ranges [a, a+na) and [b, b+nb) intersect.
+bool overlaps(const void* a, size_t na, const void* b, size_t nb) {
+  if (na == 0 || nb == 0 || a == nullptr || b == nullptr) return false;
+  auto x = reinterpret_cast<uintptr_t>(a), y = reinterpret_cast<uintptr_t>(b);
+  return x < y + nb && y < x + na;
+}
+
+/// Group sizes for `hier`: NLCCL_HIER_GROUPS ("4x2", innermost first), else one level.
+Status hierGroups(int nranks, std::vector<int>* groups) {
+  std::string spec = paramHierGroups();
+  groups->clear();
+  if (spec.empty()) return Status::Success;
+  std::stringstream ss(spec);
+  std::string tok;
+  long product = 1;
+  while (std::getline(ss, tok, 'x')) {
+    int g = atoi(tok.c_str());
+    if (g <= 0) {
+      WARN("NLCCL_HIER_GROUPS=%s: '%s' is not a positive group size", spec.c_str(), tok.c_str());
+      return Status::InvalidArgument;
+    }
+    groups->push_back(g);
+    product *= g;
+  }
+  if (product != nranks) {
+    WARN("NLCCL_HIER_GROUPS=%s: group sizes multiply to %ld, not to the %d ranks", spec.c_str(),
+         product, nranks);
+    return Status::InvalidArgument;
+  }
+  return Status::Success;
+}
+
+std::unique_ptr<char[]> allocScratch(size_t bytes) {
+  return bytes ? std::unique_ptr<char[]>(new char[bytes]) : nullptr;
+}
+
+/// True when block j starts where blocks 0..j-1 end (the Plan's packed layout).
+bool packed(const size_t* counts, const size_t* displs, int p) {
+  size_t at = 0;
+  for (int j = 0; j < p; ++j) {
+    if (displs[j] != at) return false;
+    at += counts[j];
+  }
+  return true;
+}
+
+/// All-to-all-v through a Plan (any algorithm but direct): the Plan needs every rank's counts, so
+/// the Work first all-gathers the count rows, then builds the Plan; blocks are packed into scratch
+/// when the user's displacements are not already packed.
+Status allToAllvPlanned(Communicator* comm, const CollArgs& a, Stream* stream,
+                        const std::string& algo) {
+  const int p = comm->nranks(), me = comm->rank();
+  const size_t es = dataTypeSize(a.dtype);
+  auto work = std::make_shared<Work>();
+  work->comms.push_back(comm);
+  // Counts gathered as uint64 rows: matrix[i*p + j] = elements rank i sends rank j.
+  auto row = std::make_shared<std::vector<uint64_t>>(a.sendcounts, a.sendcounts + p);
+  auto matrix = std::make_shared<std::vector<uint64_t>>(static_cast<size_t>(p) * p);
+  plan::Request countsReq;
+  countsReq.collective = Collective::AllGather;
+  countsReq.nranks = p;
+  countsReq.count = static_cast<size_t>(p);
+  engine::CollJob pre;
+  NLCHECK(comm->getPlan(countsReq, "ring", &pre.plan));
+  pre.rank = me;
+  pre.input = row->data();
+  pre.output = matrix->data();
+  pre.dtype = DataType::Uint64;
+  pre.transport = comm->transport();
+  pre.seq = comm->nextCollSeq();
+  work->preColls.push_back(pre);
+  const uint64_t seq = comm->nextCollSeq();
+  std::vector<size_t> sc(a.sendcounts, a.sendcounts + p), sd(a.sdispls, a.sdispls + p),
+      rc(a.recvcounts, a.recvcounts + p), rd(a.rdispls, a.rdispls + p);
+  const char* send = static_cast<const char*>(a.send);
+  char* recv = static_cast<char*>(a.recv);
+  std::vector<int> groups;
+  NLCHECK(hierGroups(p, &groups));
+  work->prepare.push_back([=](Work& w) -> Status {
+    (void)row;  // owned here until the counts have been gathered
+    plan::Request req;
+    req.collective = Collective::AllToAllv;
+    req.nranks = p;
+    req.groups = groups;
+    req.matrix.assign(matrix->begin(), matrix->end());
+    for (int j = 0; j < p; ++j)
+      if (req.matrix[static_cast<size_t>(j) * p + me] != rc[j]) {
+        WARN("nlcclAlltoAllv: rank %d expects %zu elements from rank %d, which sends %zu", me,
+             rc[j], j, static_cast<size_t>(req.matrix[static_cast<size_t>(j) * p + me]));
+        return Status::InvalidArgument;
+      }
+    std::shared_ptr<const plan::Plan> plan;
+    NLCHECK(comm->getPlan(req, algo, &plan));
+    size_t inTotal = 0, outTotal = 0;
+    for (int j = 0; j < p; ++j) {
+      inTotal += sc[j];
+      outTotal += rc[j];
+    }
+    engine::CollJob job;
+    job.plan = plan;
+    job.rank = me;
+    job.dtype = a.dtype;
+    job.transport = comm->transport();
+    job.seq = seq;
+    job.input = send;
+    job.output = recv;
+    if (!packed(sc.data(), sd.data(), p)) {
+      w.scratch.push_back(std::unique_ptr<char[]>(new char[inTotal * es + 1]));
+      char* in = w.scratch.back().get();
+      size_t at = 0;
+      for (int j = 0; j < p; at += sc[j++]) std::memcpy(in + at * es, send + sd[j] * es, sc[j] * es);
+      job.input = in;
+    }
+    if (!packed(rc.data(), rd.data(), p)) {
+      w.scratch.push_back(std::unique_ptr<char[]>(new char[outTotal * es + 1]));
+      char* out = w.scratch.back().get();
+      job.output = out;
+      w.finish.push_back([=] {
+        size_t at = 0;
+        for (int j = 0; j < p; at += rc[j++])
+          std::memcpy(recv + rd[j] * es, out + at * es, rc[j] * es);
+      });
+    }
+    w.scratch.push_back(std::unique_ptr<char[]>(new char[plan->scratchCount * es + 1]));
+    job.scratch = w.scratch.back().get();
+    w.colls.push_back(job);
+    w.collComms.push_back(comm);
+    CallSignature sig;
+    sig.collective = static_cast<int32_t>(Collective::AllToAllv);
+    sig.dtype = static_cast<int32_t>(a.dtype);
+    sig.algorithmHash = std::hash<std::string>{}(algo);
+    w.signatures.push_back(sig);
+    return Status::Success;
+  });
+  return submit(std::move(work), stream);
+}
+
+Status allToAllv(Communicator* comm, const CollArgs& a, Stream* stream) {
+  if (a.send == a.recv && a.send != nullptr) {
+    WARN("nlcclAlltoAllv: sendbuff and recvbuff are the same buffer; in-place all-to-all-v is not "
+         "supported");
+    return Status::InvalidArgument;
+  }
+  std::string algo = comm->algorithmFor(Collective::AllToAllv);
+  if (algo != "direct") return allToAllvPlanned(comm, a, stream, algo);
+  const size_t es = dataTypeSize(a.dtype);
+  const int p = comm->nranks(), me = comm->rank();
+  auto work = std::make_shared<Work>();
+  work->comms.push_back(comm);
+  uint64_t tag = engine::makeCollTag(comm->nextCollSeq(), 0, 0);
+  engine::P2PJob job;
+  job.transport = comm->transport();
+  const char* send = static_cast<const char*>(a.send);
+  char* recv = static_cast<char*>(a.recv);
+  // Rotated order (peer me+s, me-s) so that no receiver is the first target of everyone.
+  for (int s = 1; s < p; ++s) {
+    int to = (me + s) % p, from = (me - s + p) % p;
+    if (a.recvcounts[from] > 0)
+      job.ops.push_back({false, from, recv + a.rdispls[from] * es, a.recvcounts[from] * es, tag});
+    if (a.sendcounts[to] > 0)
+      job.ops.push_back({true, to, const_cast<char*>(send) + a.sdispls[to] * es,
+                         a.sendcounts[to] * es, tag});
+  }
+  if (a.sendcounts[me] != a.recvcounts[me]) {
+    WARN("nlcclAlltoAllv: rank %d sends itself %zu elements but expects %zu", me, a.sendcounts[me],
+         a.recvcounts[me]);
+    return Status::InvalidArgument;
+  }
+  size_t selfBytes = a.sendcounts[me] * es;
+  const char* selfSrc = send + a.sdispls[me] * es;
+  char* selfDst = recv + a.rdispls[me] * es;
+  work->localCopies.push_back([=] {
+    if (selfBytes) std::memmove(selfDst, selfSrc, selfBytes);
+  });
+  work->p2ps.push_back(std::move(job));
+  return submit(std::move(work), stream);
+}
+
+}  // namespace
+
+Status inPlaceLayout(const Communicator& comm, const CollArgs& a, bool* inPlace) {
+  const size_t es = dataTypeSize(a.dtype);
+  const size_t r = static_cast<size_t>(comm.rank());
+  plan::Request req;
+  req.collective = a.collective;
+  req.nranks = comm.nranks();
+  req.count = a.count;
+  req.root = a.root;
+  const char* send = static_cast<const char*>(a.send);
+  const char* recv = static_cast<const char*>(a.recv);
+  size_t inBytes = plan::inputCount(req, comm.rank()) * es;
+  size_t outBytes = plan::outputCount(req, comm.rank()) * es;
+  switch (a.collective) {
+    case Collective::AllGather: *inPlace = send == recv + r * a.count * es; break;
+    case Collective::ReduceScatter: *inPlace = recv == send + r * a.count * es; break;
+    default: *inPlace = send == recv && send != nullptr; break;
+  }
+  if (!*inPlace && overlaps(send, inBytes, recv, outBytes)) {
+    WARN("%s: sendbuff and recvbuff overlap but are not in place (NCCL's in-place layout is %s)",
+         collectiveName(a.collective),
+         a.collective == Collective::AllGather       ? "sendbuff == recvbuff + rank*sendcount"
+         : a.collective == Collective::ReduceScatter ? "recvbuff == sendbuff + rank*recvcount"
+                                                     : "sendbuff == recvbuff");
+    return Status::InvalidArgument;
+  }
+  return Status::Success;
+}
+
+Status collective(Communicator* comm, const CollArgs& a, Stream* stream) {
+  if (a.collective == Collective::AllToAllv) return allToAllv(comm, a, stream);
+  bool inPlace = false;
+  NLCHECK(inPlaceLayout(*comm, a, &inPlace));
+
+  plan::Request req;
+  req.collective = a.collective;
+  req.nranks = comm->nranks();
+  req.count = a.count;
+  req.root = a.root;
+  req.inPlace = inPlace;
+  std::string algo = comm->algorithmFor(a.collective);
+  if (algo == "hier") NLCHECK(hierGroups(comm->nranks(), &req.groups));
+  std::shared_ptr<const plan::Plan> plan;
+  NLCHECK(comm->getPlan(req, algo, &plan));
+
+  const size_t es = dataTypeSize(a.dtype);
+  auto work = std::make_shared<Work>();
+  work->comms.push_back(comm);
+  work->scratch.push_back(allocScratch(plan->scratchCount * es));
+  engine::CollJob job;
+  job.plan = plan;
+  job.rank = comm->rank();
+  job.input = a.send;
+  job.output = a.recv;
+  job.scratch = work->scratch.back().get();
+  job.dtype = a.dtype;
+  job.op = a.op;
+  job.transport = comm->transport();
+  job.seq = comm->nextCollSeq();
+  job.sliceBytes = comm->config().sliceBytes;
+  work->colls.push_back(std::move(job));
+  work->collComms.push_back(comm);
+  CallSignature sig;
+  sig.collective = static_cast<int32_t>(a.collective);
+  sig.dtype = static_cast<int32_t>(a.dtype);
+  sig.op = static_cast<int32_t>(a.op);
+  sig.root = a.root;
+  sig.count = a.count;
+  sig.algorithmHash = std::hash<std::string>{}(algo);
+  work->signatures.push_back(sig);
+  return submit(std::move(work), stream);
+}
+
+Status pointToPoint(Communicator* comm, bool isSend, void* buf, size_t count, DataType dtype,
+                    int peer, Stream* stream) {
+  auto work = std::make_shared<Work>();
+  work->comms.push_back(comm);
+  engine::P2PJob job;
+  job.transport = comm->transport();
+  uint64_t n = isSend ? comm->nextSendTag(peer) : comm->nextRecvTag(peer);
+  job.ops.push_back({isSend, peer, buf, count * dataTypeSize(dtype), engine::makeP2PTag(n)});
+  work->p2ps.push_back(std::move(job));
+  return submit(std::move(work), stream);
+}
+
+}  // namespace nlccl::core

@@ -1,0 +1,37 @@
+// Turns a checked collective or point-to-point call into Work: picks the algorithm, fetches the
+// Plan, lays out the buffers (in place or not) and takes the match tags in call order.
+#pragma once
+
+#include <cstddef>
+
+#include "core/comm.hpp"
+#include "core/stream.hpp"
+#include "util/dtype.hpp"
+
+namespace nlccl::core {
+
+struct CollArgs {
+  Collective collective = Collective::AllReduce;
+  const void* send = nullptr;
+  void* recv = nullptr;
+  size_t count = 0;  ///< the C API's count argument
+  DataType dtype = DataType::Float32;
+  RedOp op = RedOp::Sum;
+  int root = 0;
+  const size_t* sendcounts = nullptr;  ///< AllToAllv only
+  const size_t* sdispls = nullptr;
+  const size_t* recvcounts = nullptr;
+  const size_t* rdispls = nullptr;
+};
+
+/// Issues a collective (arguments already checked by the API layer, except buffer overlap).
+Status collective(Communicator* comm, const CollArgs& args, Stream* stream);
+/// Issues one send or receive (grouped with others when inside a group).
+Status pointToPoint(Communicator* comm, bool isSend, void* buf, size_t count, DataType dtype,
+                    int peer, Stream* stream);
+
+/// Whether the call runs in place under NCCL's rules; InvalidArgument (with a message) when the
+/// buffers overlap in any other way.
+Status inPlaceLayout(const Communicator& comm, const CollArgs& args, bool* inPlace);
+
+}  // namespace nlccl::core

@@ -1,0 +1,112 @@
+#include "core/comm.hpp"
+
+#include <sstream>
+
+#include "algorithms/algorithms.hpp"
+#include "algorithms/selection.hpp"
+#include "core/params.hpp"
+#include "util/log.hpp"
+
+namespace nlccl::core {
+
+CommConfig defaultConfig() {
+  CommConfig c;
+  c.timeout = std::chrono::milliseconds(paramTimeoutMs());
+  c.transport = paramTransport();
+  c.topology = paramTopology();
+  c.algorithm = paramAlgo();
+  c.sliceBytes = static_cast<size_t>(std::max<int64_t>(0, paramSliceBytes()));
+  c.check = paramCheck() != 0;
+  return c;
+}
+
+Communicator::Communicator(int rank, int nranks, std::unique_ptr<transport::Transport> transport,
+                           std::shared_ptr<Rendezvous> rendezvous, CommConfig config)
+    : rank_(rank),
+      nranks_(nranks),
+      transport_(std::move(transport)),
+      rendezvous_(std::move(rendezvous)),
+      config_(std::move(config)),
+      sendCount_(nranks, 0),
+      recvCount_(nranks, 0) {}
+
+Communicator::~Communicator() { magic_ = 0; }
+
+Status Communicator::setAlgorithms(const std::string& spec) {
+  algo::Selection chosen;
+  std::string error;
+  if (algo::parseSelection(spec, &chosen, &error) != Status::Success) {
+    WARN("algorithm choice '%s': %s", spec.c_str(), error.c_str());
+    return Status::InvalidArgument;
+  }
+  selection_ = std::move(chosen);
+  return Status::Success;
+}
+
+std::string Communicator::algorithmFor(Collective c) const {
+  return selection_.nameFor(c);
+}
+
+Status Communicator::getPlan(const plan::Request& req, const std::string& algo,
+                             std::shared_ptr<const plan::Plan>* out) {
+  std::ostringstream key;
+  key << static_cast<int>(req.collective) << '/' << algo << '/' << req.nranks << '/' << req.count
+      << '/' << req.root << '/' << req.inPlace;
+  for (int g : req.groups) key << ',' << g;
+  for (const auto& a : req.levelAlgorithms) key << ',' << a;
+  bool cacheable = req.matrix.empty();
+  if (cacheable) {
+    std::lock_guard<std::mutex> lock(planMu_);
+    auto it = plans_.find(key.str());
+    if (it != plans_.end()) {
+      *out = it->second;
+      return Status::Success;
+    }
+  }
+  std::string error;
+  auto built = algo::build(req, algo, &error);
+  if (!built) {
+    WARN("%s", error.c_str());
+    return Status::InvalidArgument;
+  }
+  auto p = std::make_shared<const plan::Plan>(std::move(*built));
+  if (cacheable) {
+    std::lock_guard<std::mutex> lock(planMu_);
+    plans_.emplace(key.str(), p);
+  }
+  *out = std::move(p);
+  return Status::Success;
+}
+
+uint64_t Communicator::nextSendTag(int peer) {
+  std::lock_guard<std::mutex> lock(p2pMu_);
+  return sendCount_[peer]++;
+}
+
+uint64_t Communicator::nextRecvTag(int peer) {
+  std::lock_guard<std::mutex> lock(p2pMu_);
+  return recvCount_[peer]++;
+}
+
+void Communicator::setLastError(const std::string& msg) {
+  std::lock_guard<std::mutex> lock(errMu_);
+  lastError_ = msg;
+}
+
+std::string Communicator::lastError() const {
+  std::lock_guard<std::mutex> lock(errMu_);
+  return lastError_;
+}
+
+void Communicator::setAsyncError(Status s) {
+  int expected = 0;
+  asyncError_.compare_exchange_strong(expected, static_cast<int>(s));
+}
+
+void Communicator::abort() {
+  if (aborted_.exchange(true)) return;
+  setAsyncError(Status::RemoteError);
+  if (transport_) transport_->abort(Status::RemoteError);
+}
+
+}  // namespace nlccl::core

@@ -1,0 +1,93 @@
+// The communicator: one rank's view of a group of ranks, its transport, its plan cache and the
+// counters that give every collective and every point-to-point message its match tag.
+#pragma once
+
+#include <array>
+#include <atomic>
+#include <chrono>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "algorithms/selection.hpp"
+#include "plan/plan.hpp"
+#include "transports/transport.hpp"
+#include "core/rendezvous.hpp"
+#include "util/status.hpp"
+
+namespace nlccl::core {
+
+struct CommConfig {
+  std::chrono::milliseconds timeout{300000};
+  std::string transport = "auto";
+  std::string topology;
+  std::string algorithm;  ///< e.g. "allreduce:tree,alltoall:hier"; empty: defaults / NLCCL_ALGO
+  std::string name;
+  size_t sliceBytes = 1 << 20;
+  bool check = false;  ///< NLCCL_CHECK: compare every collective's arguments across ranks
+};
+
+/// Fills defaults from the environment (NLCCL_TIMEOUT_MS, NLCCL_ALGO, ...).
+CommConfig defaultConfig();
+
+class Communicator {
+ public:
+  Communicator(int rank, int nranks, std::unique_ptr<transport::Transport> transport,
+               std::shared_ptr<Rendezvous> rendezvous, CommConfig config);
+  virtual ~Communicator();
+
+  static constexpr uint64_t kMagic = 0x6e6c63636c436f6dull;  // "nlcclCom"
+  /// False once destroyed: the API layer rejects stale handles instead of crashing on them.
+  bool valid() const { return magic_ == kMagic; }
+  int rank() const { return rank_; }
+  int nranks() const { return nranks_; }
+  const CommConfig& config() const { return config_; }
+  transport::Transport* transport() const { return transport_.get(); }
+  Rendezvous* rendezvous() const { return rendezvous_.get(); }
+
+  /// Applies an algorithm choice string; InvalidArgument (with a message) when a name does not
+  /// apply. Called at init with the config / NLCCL_ALGO.
+  Status setAlgorithms(const std::string& spec);
+  std::string algorithmFor(Collective c) const;
+
+  /// The Plan for `req` with algorithm `algo`, built once and cached.
+  Status getPlan(const plan::Request& req, const std::string& algo,
+                 std::shared_ptr<const plan::Plan>* out);
+
+  uint64_t nextCollSeq() { return collSeq_.fetch_add(1); }
+  uint64_t nextSendTag(int peer);
+  uint64_t nextRecvTag(int peer);
+
+  void setLastError(const std::string& msg);
+  std::string lastError() const;
+  Status asyncError() const { return static_cast<Status>(asyncError_.load()); }
+  void setAsyncError(Status s);
+  /// Fails all pending work on this communicator's transport.
+  void abort();
+  bool aborted() const { return aborted_.load(); }
+
+ private:
+  uint64_t magic_ = kMagic;
+  int rank_;
+  int nranks_;
+  std::unique_ptr<transport::Transport> transport_;
+  std::shared_ptr<Rendezvous> rendezvous_;
+  CommConfig config_;
+
+  algo::Selection selection_;
+  std::mutex planMu_;
+  std::map<std::string, std::shared_ptr<const plan::Plan>> plans_;
+
+  std::atomic<uint64_t> collSeq_{0};
+  std::mutex p2pMu_;
+  std::vector<uint64_t> sendCount_, recvCount_;
+
+  mutable std::mutex errMu_;
+  std::string lastError_;
+  std::atomic<int> asyncError_{0};
+  std::atomic<bool> aborted_{false};
+};
+
+}  // namespace nlccl::core

@@ -1,0 +1,64 @@
+#include "core/group.hpp"
+
+#include <algorithm>
+#include <vector>
+
+#include "util/log.hpp"
+
+namespace nlccl::core {
+
+namespace {
+struct Pending {
+  Stream* stream;
+  std::shared_ptr<Work> work;
+};
+thread_local int tDepth = 0;
+thread_local std::vector<Pending> tPending;
+
+Status launch(std::shared_ptr<Work> work, Stream* stream) {
+  if (stream == nullptr) return work->execute();
+  stream->enqueue([work]() { return work->execute(); });
+  return Status::Success;
+}
+}  // namespace
+
+void groupStart() { ++tDepth; }
+int groupDepth() { return tDepth; }
+
+Status groupEnd() {
+  if (tDepth == 0) {
+    WARN("nlcclGroupEnd called without a matching nlcclGroupStart");
+    return Status::InvalidUsage;
+  }
+  if (--tDepth > 0) return Status::Success;
+  std::vector<Pending> pending = std::move(tPending);
+  tPending.clear();
+  // One Work per stream: everything on one stream (or inline) is driven together.
+  std::vector<Pending> merged;
+  for (Pending& p : pending) {
+    Pending* into = nullptr;
+    for (Pending& m : merged)
+      if (m.stream == p.stream) into = &m;
+    if (into == nullptr) merged.push_back(std::move(p));
+    else into->work->merge(std::move(*p.work));
+  }
+  // Queue stream work before running inline work: the inline part may wait for it.
+  std::stable_partition(merged.begin(), merged.end(),
+                        [](const Pending& m) { return m.stream != nullptr; });
+  Status first = Status::Success;
+  for (Pending& m : merged) {
+    Status s = launch(m.work, m.stream);
+    if (s != Status::Success && first == Status::Success) first = s;
+  }
+  return first;
+}
+
+Status submit(std::shared_ptr<Work> work, Stream* stream) {
+  if (tDepth > 0) {
+    tPending.push_back({stream, std::move(work)});
+    return Status::Success;
+  }
+  return launch(std::move(work), stream);
+}
+
+}  // namespace nlccl::core

@@ -1,0 +1,19 @@
+// Making communicators: n ranks as threads of this process (loopback), and splitting one.
+#pragma once
+
+#include <memory>
+#include <vector>
+
+#include "core/comm.hpp"
+
+namespace nlccl::core {
+
+/// n communicators sharing an in-process loopback fabric (nlcclCommInitAll).
+Status initAll(int n, const CommConfig& config, std::vector<std::unique_ptr<Communicator>>* out);
+
+/// Collective over `parent`: ranks with the same color form a communicator ordered by (key, old
+/// rank). color < 0 gives *out = nullptr.
+Status split(Communicator* parent, int color, int key, const CommConfig& config,
+             std::unique_ptr<Communicator>* out);
+
+}  // namespace nlccl::core

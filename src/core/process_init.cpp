@@ -1,0 +1,72 @@
+#include "core/process_init.hpp"
+
+#include "bootstrap/root.hpp"
+#include "transports/shm/shm.hpp"
+#include "util/log.hpp"
+
+namespace nlccl::core {
+
+namespace {
+
+/// Builds the communicator of one rank over `bs` (a fresh bootstrap or a split of one).
+Status connect(std::unique_ptr<bootstrap::Bootstrap> bs, const CommConfig& config,
+               std::unique_ptr<Communicator>* out) {
+  const int rank = bs->rank(), nranks = bs->nranks();
+  bool allLocal = true;
+  for (int r = 0; r < nranks; ++r) allLocal = allLocal && bs->sameHost(r);
+  const std::string& want = config.transport;
+  if (want == "loopback") {
+    WARN("transport 'loopback' joins threads of one process; ranks made by nlcclCommInitRank are "
+         "processes (use shm, or nlcclCommInitAll for threads)");
+    return Status::InvalidArgument;
+  }
+  if (want == "ofi" || want == "neuronlink" || (want == "auto" && !allLocal)) {
+    WARN("rank %d: transport '%s' is not available in this build (ranks on %s host%s)", rank,
+         want.c_str(), allLocal ? "one" : "several", allLocal ? "" : "s");
+    return Status::InvalidUsage;
+  }
+  auto rv = std::make_shared<BootstrapRendezvous>(std::move(bs));
+  bootstrap::Bootstrap* b = &rv->bootstrap();
+  std::unique_ptr<transport::ShmTransport> shm;
+  NLCHECK(transport::ShmTransport::create(
+      rank, nranks,
+      [b](const void* mine, size_t bytes, void* all) { return b->allGather(mine, bytes, all); },
+      config.timeout, [b]() { return b->health(); }, &shm));
+  auto comm = std::make_unique<Communicator>(rank, nranks, std::move(shm), rv, config);
+  NLCHECK(comm->setAlgorithms(config.algorithm));
+  // Ready only when every rank is: a rank that failed above makes the others fail here, not later.
+  NLCHECK(b->barrier());
+  INFO(log::kInit, "rank %d of %d connected over %s", rank, nranks, comm->transport()->name());
+  *out = std::move(comm);
+  return Status::Success;
+}
+
+}  // namespace
+
+Status makeUniqueId(bootstrap::UniqueId* id) { return bootstrap::createUniqueId(id); }
+
+Status initRank(const bootstrap::UniqueId& id, int rank, int nranks, const CommConfig& config,
+                std::unique_ptr<Communicator>* out) {
+  std::unique_ptr<bootstrap::Bootstrap> bs;
+  NLCHECK(bootstrap::Bootstrap::init(id, rank, nranks, config.timeout, &bs));
+  log::setThreadRank(rank);
+  return connect(std::move(bs), config, out);
+}
+
+Status splitProcesses(Communicator* parent, int color, int key, const CommConfig& config,
+                      std::unique_ptr<Communicator>* out) {
+  auto* rv = dynamic_cast<BootstrapRendezvous*>(parent->rendezvous());
+  if (rv == nullptr) {
+    WARN("nlcclCommSplit: the communicator has no bootstrap");
+    return Status::InternalError;
+  }
+  std::unique_ptr<bootstrap::Bootstrap> sub;
+  NLCHECK(rv->bootstrap().split(color, key, &sub));
+  if (!sub) {
+    out->reset();
+    return Status::Success;
+  }
+  return connect(std::move(sub), config, out);
+}
+
+}  // namespace nlccl::core

@@ -1,0 +1,68 @@
+#include "core/work.hpp"
+
+#include <algorithm>
+
+#include "util/log.hpp"
+
+namespace nlccl::core {
+
+void Work::merge(Work&& o) {
+  auto move = [](auto& dst, auto& src) {
+    for (auto& x : src) dst.push_back(std::move(x));
+  };
+  move(colls, o.colls);
+  move(collComms, o.collComms);
+  move(signatures, o.signatures);
+  move(localCopies, o.localCopies);
+  move(preColls, o.preColls);
+  move(prepare, o.prepare);
+  move(finish, o.finish);
+  move(scratch, o.scratch);
+  // Point-to-point ops of one communicator form one job: they are all posted together anyway.
+  for (auto& j : o.p2ps) {
+    auto it = std::find_if(p2ps.begin(), p2ps.end(),
+                           [&](const engine::P2PJob& k) { return k.transport == j.transport; });
+    if (it == p2ps.end()) p2ps.push_back(std::move(j));
+    else move(it->ops, j.ops);
+  }
+  for (Communicator* c : o.comms)
+    if (std::find(comms.begin(), comms.end(), c) == comms.end()) comms.push_back(c);
+}
+
+Status Work::execute() {
+  for (Communicator* c : comms) {
+    if (c->aborted()) {
+      WARN("rank %d: communicator was aborted", c->rank());
+      return Status::InvalidUsage;
+    }
+    if (isFatal(c->asyncError())) {
+      WARN("rank %d: communicator has failed earlier (%s)", c->rank(), statusName(c->asyncError()));
+      return c->asyncError();
+    }
+  }
+  for (auto& copy : localCopies) copy();
+  std::chrono::milliseconds timeout = std::chrono::milliseconds::max();
+  for (Communicator* c : comms) timeout = std::min(timeout, c->config().timeout);
+  Status s = Status::Success;
+  if (!preColls.empty()) {
+    std::vector<engine::P2PJob> none;
+    s = engine::run(preColls, none, timeout);
+    for (size_t i = 0; i < prepare.size() && s == Status::Success; ++i) s = prepare[i](*this);
+  }
+  bool check = false;
+  for (Communicator* c : collComms) check = check || c->config().check;
+  if (s == Status::Success && check) s = checkSignatures(colls, collComms, signatures, timeout);
+  if (s == Status::Success) s = engine::run(colls, p2ps, timeout);
+  if (s == Status::Success)
+    for (auto& f : finish) f();
+  if (s != Status::Success) {
+    std::string msg = log::lastError();
+    for (Communicator* c : comms) {
+      c->setLastError(msg);
+      if (isFatal(s)) c->setAsyncError(s);
+    }
+  }
+  return s;
+}
+
+}  // namespace nlccl::core

@@ -1,0 +1,61 @@
+// The engine runs Plans over transports (DESIGN.md 2.3): each step becomes sends and receives
+// posted to the transport, reductions happen on arrival, large messages are cut into slices that
+// pipeline as loops. One call drives a whole batch (a group): several collectives, on one or more
+// communicators, plus grouped point-to-point transfers, so grouped calls never deadlock.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "plan/plan.hpp"
+#include "transports/transport.hpp"
+#include "util/dtype.hpp"
+#include "util/status.hpp"
+
+namespace nlccl::engine {
+
+/// A rank's part of one collective.
+struct CollJob {
+  std::shared_ptr<const plan::Plan> plan;
+  int rank = 0;
+  const void* input = nullptr;
+  void* output = nullptr;
+  void* scratch = nullptr;  ///< plan->scratchCount elements
+  DataType dtype = DataType::Float32;
+  RedOp op = RedOp::Sum;
+  transport::Transport* transport = nullptr;
+  uint64_t seq = 0;          ///< the communicator's collective sequence number (match tags)
+  size_t sliceBytes = 0;     ///< pipeline slice size; 0 runs each step as one message
+};
+
+/// One point-to-point transfer of a group.
+struct P2POp {
+  bool isSend = true;
+  int peer = 0;
+  void* buf = nullptr;
+  size_t bytes = 0;
+  uint64_t tag = 0;  ///< makeP2PTag(n): the n-th message between this pair in this direction
+};
+
+struct P2PJob {
+  transport::Transport* transport = nullptr;
+  std::vector<P2POp> ops;
+};
+
+/// Tag of the n-th point-to-point message between an ordered pair (disjoint from collective tags).
+constexpr uint64_t makeP2PTag(uint64_t n) { return (uint64_t{1} << 63) | n; }
+
+/// Tag of the messages of collective `seq`, channel `channel`, loop `loop`.
+constexpr uint64_t makeCollTag(uint64_t seq, unsigned channel, unsigned loop) {
+  return ((seq & 0xffffffffffull) << 23) | (uint64_t{channel & 0x7f} << 16) | (loop & 0xffff);
+}
+
+/// Runs every job to completion. Fails with Timeout when nothing moves for `timeout`, or with the
+/// first transport error. On failure, operations already posted may still be pending in the
+/// transports: the caller must abort them before it frees the buffers.
+Status run(std::vector<CollJob>& colls, std::vector<P2PJob>& p2ps,
+           std::chrono::milliseconds timeout);
+
+}  // namespace nlccl::engine

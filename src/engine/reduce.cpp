@@ -1,0 +1,334 @@
+// Reduction kernels and the small-float conversions they are built on. Every kernel is a plain loop
+// over restrict pointers with branch-free bodies (selects, not branches), so that g++ -O3
+// auto-vectorises it; the conversions are therefore written with bit arithmetic and ternaries
+// rather than lookup tables or early returns.
+#include "engine/reduce.hpp"
+
+#include <bit>
+#include <cmath>
+#include <limits>
+#include <type_traits>
+
+// On x86-64 with GCC every kernel is also compiled for x86-64-v3 (AVX2, F16C), picked at load
+// time by an ifunc: with only baseline SSE2 the narrow-float kernels run at half speed or less.
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+#define NLCCL_X86_CLONES 1
+#define NLCCL_KERNEL_ATTR __attribute__((target_clones("arch=x86-64-v3", "default")))
+#else
+#define NLCCL_X86_CLONES 0
+#define NLCCL_KERNEL_ATTR
+#endif
+
+namespace nlccl::engine {
+namespace {
+
+inline uint32_t bitsOf(float f) { return std::bit_cast<uint32_t>(f); }
+inline float floatOf(uint32_t u) { return std::bit_cast<float>(u); }
+
+// c ? a : b as bit arithmetic. With a ternary g++ sinks each operand's computation into its own
+// branch and then, since fp operations may trap, refuses to if-convert the loop for vectorisation.
+inline uint32_t pick(bool c, uint32_t a, uint32_t b) { return b ^ ((a ^ b) & (0u - c)); }
+
+// A binary floating-point format with kExp exponent bits and kMan mantissa bits stored in the low
+// bits of an unsigned integer. kHasInf: IEEE-like (all-ones exponent = Inf/NaN); otherwise the
+// OCP E4M3 convention (only S.1111.111 is NaN, no Inf, overflow saturates to the largest finite).
+template <typename StorageT, int kExp, int kMan, bool kHasInf>
+struct SmallFloat {
+  using Storage = StorageT;
+  using Compute = float;
+  static constexpr int kBias = (1 << (kExp - 1)) - 1;
+  static constexpr int kShift = 23 - kMan;  // mantissa alignment against fp32
+  static constexpr int kSignShift = 31 - kExp - kMan;
+  static constexpr uint32_t kSignBit = 1u << (kExp + kMan);
+  static constexpr uint32_t kAbsMask = kSignBit - 1;
+  static constexpr uint32_t kManMask = (1u << kMan) - 1;
+  static constexpr uint32_t kExpAllOnes = ((1u << kExp) - 1) << kMan;
+  // Encodings (magnitude) at or above kSpecial are Inf/NaN (IEEE) or NaN (E4M3).
+  static constexpr uint32_t kSpecial = kHasInf ? kExpAllOnes : kAbsMask;
+  static constexpr uint32_t kMaxFinite = kHasInf ? kExpAllOnes - 1 : kAbsMask - 1;
+  static constexpr uint32_t kRebias = uint32_t(127 - kBias) << 23;
+  // fp32 bit pattern of the format's smallest normal number, 2^(1-bias).
+  static constexpr uint32_t kMinNormalF32 = uint32_t(127 + 1 - kBias) << 23;
+  // The value of the smallest subnormal, 2^(1-bias-man).
+  static constexpr float kSubUnit = std::bit_cast<float>(uint32_t(127 + 1 - kBias - kMan) << 23);
+  // Adding 2^(1-bias-man+23) puts the smallest subnormal at fp32's last mantissa bit, so the fp32
+  // adder itself rounds to nearest even onto the subnormal grid.
+  static constexpr float kSubMagic = std::bit_cast<float>(uint32_t(127 + 1 - kBias - kMan + 23) << 23);
+  static constexpr bool kSameRangeAsF32 = kExp == 8;  // bf16: fp32's own subnormals cover it
+
+  static float decode(Storage v) {
+    uint32_t u = v;
+    if constexpr (kSameRangeAsF32) {
+      return floatOf(u << kShift);  // bf16 is the top half of an fp32
+    } else {
+      uint32_t sign = (u & kSignBit) << kSignShift;
+      uint32_t em = u & kAbsMask;
+      uint32_t normal = (em << kShift) + kRebias;
+      uint32_t special = (em << kShift) | 0x7f800000u;  // keeps the NaN payload
+      uint32_t bits = pick(em >= kSpecial, special, normal);
+      float sub = static_cast<float>(static_cast<int32_t>(em)) * kSubUnit;  // exact
+      return floatOf(pick(em < (1u << kMan), bitsOf(sub), bits) | sign);
+    }
+  }
+
+  static Storage encode(float f) {
+    uint32_t x = bitsOf(f);
+    uint32_t sign = x & 0x80000000u;
+    uint32_t a = x ^ sign;
+    // NaN: keep the top payload bits; a payload that truncates to zero becomes the quiet NaN.
+    uint32_t payload = (a >> kShift) & kManMask;
+    uint32_t nan = kHasInf ? (kExpAllOnes | payload | pick(payload == 0, 1u << (kMan - 1), 0u))
+                           : kAbsMask;
+    // Normal numbers: add just under half an ulp plus the kept lsb, truncate (nearest even).
+    uint32_t odd = (a >> kShift) & 1u;
+    uint32_t r = (a - kRebias + ((1u << (kShift - 1)) - 1) + odd) >> kShift;
+    if constexpr (!kSameRangeAsF32) {
+      uint32_t sub = bitsOf(floatOf(a) + kSubMagic) - bitsOf(kSubMagic);
+      r = pick(a < kMinNormalF32, sub, r);
+      // Overflow: IEEE formats round to Inf (kExpAllOnes); E4M3 saturates (Inf too).
+      uint32_t cap = kHasInf ? kExpAllOnes : kMaxFinite;
+      r = pick(r > cap, cap, r);
+    }
+    r = pick(a > 0x7f800000u, nan, r);
+    return static_cast<Storage>(r | (sign >> kSignShift));
+  }
+};
+
+using Half = SmallFloat<uint16_t, 5, 10, true>;
+using Bf16 = SmallFloat<uint16_t, 8, 7, true>;
+using E4m3 = SmallFloat<uint8_t, 4, 3, false>;
+using E5m2 = SmallFloat<uint8_t, 5, 2, true>;
+
+#if NLCCL_X86_CLONES
+// fp16 through _Float16, which g++ converts with the F16C instructions (round to nearest even,
+// NaN quieted) in the x86-64-v3 clone. Used only when the CPU has x86-64-v3: the baseline clone
+// would call libgcc's scalar conversions instead.
+struct HalfHw {
+  using Storage = uint16_t;
+  using Compute = float;
+  static float decode(uint16_t v) { return static_cast<float>(std::bit_cast<_Float16>(v)); }
+  static uint16_t encode(float f) { return std::bit_cast<uint16_t>(static_cast<_Float16>(f)); }
+};
+#endif
+
+// Native types: storage and computation coincide.
+template <typename T>
+struct Native {
+  using Storage = T;
+  using Compute = T;
+  static T decode(T v) { return v; }
+  static T encode(T v) { return v; }
+};
+
+// Integer arithmetic happens in an unsigned type at least as wide as unsigned int, so that overflow
+// wraps modulo 2^n instead of being undefined (uint8 * uint8 would otherwise promote to int).
+template <typename T>
+using WrapT = std::conditional_t<(sizeof(T) < sizeof(unsigned)), unsigned, std::make_unsigned_t<T>>;
+
+struct SumOp {
+  template <class C>
+  static typename C::Storage apply(typename C::Storage a, typename C::Storage b) {
+    using S = typename C::Storage;
+    if constexpr (std::is_integral_v<typename C::Compute>) {
+      return static_cast<S>(static_cast<WrapT<S>>(a) + static_cast<WrapT<S>>(b));
+    } else {
+      return C::encode(C::decode(a) + C::decode(b));
+    }
+  }
+};
+
+struct ProdOp {
+  template <class C>
+  static typename C::Storage apply(typename C::Storage a, typename C::Storage b) {
+    using S = typename C::Storage;
+    if constexpr (std::is_integral_v<typename C::Compute>) {
+      return static_cast<S>(static_cast<WrapT<S>>(a) * static_cast<WrapT<S>>(b));
+    } else {
+      return C::encode(C::decode(a) * C::decode(b));
+    }
+  }
+};
+
+// Max/Min select one of the two stored values (no rounding). NaN propagates: when src is NaN the
+// result is src; when dst is NaN (and src is not) it stays.
+struct MaxOp {
+  template <class C>
+  static typename C::Storage apply(typename C::Storage a, typename C::Storage b) {
+    auto x = C::decode(a), y = C::decode(b);
+    bool takeSrc = (y > x) || (y != y);
+    return takeSrc ? b : a;
+  }
+};
+
+struct MinOp {
+  template <class C>
+  static typename C::Storage apply(typename C::Storage a, typename C::Storage b) {
+    auto x = C::decode(a), y = C::decode(b);
+    bool takeSrc = (y < x) || (y != y);
+    return takeSrc ? b : a;
+  }
+};
+
+// dst and src may be the same buffer but must not partially overlap.
+template <class C, class Op>
+NLCCL_KERNEL_ATTR void kernel(void* dstv, const void* srcv, size_t count) {
+  using S = typename C::Storage;
+  S* __restrict dst = static_cast<S*>(dstv);
+  const S* __restrict src = static_cast<const S*>(srcv);
+  for (size_t i = 0; i < count; ++i) dst[i] = Op::template apply<C>(dst[i], src[i]);
+}
+
+template <class C>
+constexpr transport::ReduceFn kRow[4] = {&kernel<C, SumOp>, &kernel<C, ProdOp>,
+                                         &kernel<C, MaxOp>, &kernel<C, MinOp>};
+
+// Indexed by DataType then RedOp (Sum, Prod, Max, Min).
+constexpr const transport::ReduceFn* kKernels[kNumDataTypes] = {
+    kRow<Native<int8_t>>,   kRow<Native<uint8_t>>,  kRow<Native<int32_t>>, kRow<Native<uint32_t>>,
+    kRow<Native<int64_t>>,  kRow<Native<uint64_t>>, kRow<Half>,            kRow<Native<float>>,
+    kRow<Native<double>>,   kRow<Bf16>,             kRow<E4m3>,            kRow<E5m2>,
+};
+
+// Rounds a double to fp32 with round-to-odd: the result is the nearest float toward zero with its
+// lsb forced to 1 when inexact. Rounding that once more, to nearest even, into a format with at most
+// 22 mantissa bits gives the same result as rounding the double directly (Boldo and Melquiond).
+inline float toFloatRoundOdd(double d) {
+  float f = static_cast<float>(d);
+  uint32_t b = bitsOf(f);
+  bool inexact = static_cast<double>(f) != d && d == d;
+  bool even = (b & 1u) == 0;
+  bool away = std::fabs(static_cast<double>(f)) > std::fabs(d);  // rounded away from zero
+  b += (inexact && even) ? (away ? ~0u : 1u) : 0u;
+  return floatOf(b);
+}
+
+template <class C>
+void divideSmall(void* data, size_t count, int n) {
+  using S = typename C::Storage;
+  S* __restrict p = static_cast<S*>(data);
+  double dn = n;
+  for (size_t i = 0; i < count; ++i) {
+    p[i] = C::encode(toFloatRoundOdd(static_cast<double>(C::decode(p[i])) / dn));
+  }
+}
+
+template <typename T>
+void divideInt(void* data, size_t count, int n) {
+  T* __restrict p = static_cast<T*>(data);
+  // n > 0 fits every type except int8/uint8 beyond 127/255, where every quotient is 0 (or -0).
+  using W = std::conditional_t<std::is_signed_v<T>, int64_t, uint64_t>;
+  W dn = static_cast<W>(n);
+  for (size_t i = 0; i < count; ++i) p[i] = static_cast<T>(static_cast<W>(p[i]) / dn);
+}
+
+template <typename T>
+T saturatingFromDouble(double v) {
+  if (v != v) return 0;
+  double t = std::trunc(v);
+  if (t <= static_cast<double>(std::numeric_limits<T>::min())) return std::numeric_limits<T>::min();
+  // max() may round up when converted (2^63 - 1 -> 2^63), so compare with >=.
+  if (t >= static_cast<double>(std::numeric_limits<T>::max())) return std::numeric_limits<T>::max();
+  return static_cast<T>(t);
+}
+
+}  // namespace
+
+transport::ReduceFn reduceKernel(DataType type, RedOp op) {
+  int t = static_cast<int>(type);
+  int o = static_cast<int>(op == RedOp::Avg ? RedOp::Sum : op);
+  if (t < 0 || t >= kNumDataTypes || o < 0 || o >= 4) return nullptr;
+#if NLCCL_X86_CLONES
+  static const bool hwHalf = __builtin_cpu_supports("x86-64-v3");
+  // Max/Min compare without rounding and vectorise better with the bit-arithmetic codec.
+  if (type == DataType::Float16 && hwHalf && o <= 1) return kRow<HalfHw>[o];
+#endif
+  return kKernels[t][o];
+}
+
+void divideByCount(DataType type, void* data, size_t count, int n) {
+  if (n <= 1 || count == 0) return;
+  switch (type) {
+    case DataType::Int8: return divideInt<int8_t>(data, count, n);
+    case DataType::Uint8: return divideInt<uint8_t>(data, count, n);
+    case DataType::Int32: return divideInt<int32_t>(data, count, n);
+    case DataType::Uint32: return divideInt<uint32_t>(data, count, n);
+    case DataType::Int64: return divideInt<int64_t>(data, count, n);
+    case DataType::Uint64: return divideInt<uint64_t>(data, count, n);
+    case DataType::Float16: return divideSmall<Half>(data, count, n);
+    case DataType::Bfloat16: return divideSmall<Bf16>(data, count, n);
+    case DataType::Float8e4m3: return divideSmall<E4m3>(data, count, n);
+    case DataType::Float8e5m2: return divideSmall<E5m2>(data, count, n);
+    case DataType::Float32: {
+      // The double quotient is within 2^-53 relative of x/n, far closer than any float rounding
+      // boundary it could cross for n < 2^28, so rounding it to float rounds x/n once.
+      float* __restrict p = static_cast<float*>(data);
+      double dn = n;
+      for (size_t i = 0; i < count; ++i) p[i] = static_cast<float>(p[i] / dn);
+      return;
+    }
+    case DataType::Float64: {
+      double* __restrict p = static_cast<double*>(data);
+      double dn = n;
+      for (size_t i = 0; i < count; ++i) p[i] = p[i] / dn;
+      return;
+    }
+  }
+}
+
+float halfToFloat(uint16_t h) { return Half::decode(h); }
+uint16_t floatToHalf(float f) { return Half::encode(f); }
+float bf16ToFloat(uint16_t b) { return Bf16::decode(b); }
+uint16_t floatToBf16(float f) { return Bf16::encode(f); }
+float fp8e4m3ToFloat(uint8_t v) { return E4m3::decode(v); }
+uint8_t floatToFp8e4m3(float f) { return E4m3::encode(f); }
+float fp8e5m2ToFloat(uint8_t v) { return E5m2::decode(v); }
+uint8_t floatToFp8e5m2(float f) { return E5m2::encode(f); }
+
+double loadAsDouble(DataType type, const void* buf, size_t i) {
+  switch (type) {
+    case DataType::Int8: return static_cast<const int8_t*>(buf)[i];
+    case DataType::Uint8: return static_cast<const uint8_t*>(buf)[i];
+    case DataType::Int32: return static_cast<const int32_t*>(buf)[i];
+    case DataType::Uint32: return static_cast<const uint32_t*>(buf)[i];
+    case DataType::Int64: return static_cast<double>(static_cast<const int64_t*>(buf)[i]);
+    case DataType::Uint64: return static_cast<double>(static_cast<const uint64_t*>(buf)[i]);
+    case DataType::Float16: return Half::decode(static_cast<const uint16_t*>(buf)[i]);
+    case DataType::Float32: return static_cast<const float*>(buf)[i];
+    case DataType::Float64: return static_cast<const double*>(buf)[i];
+    case DataType::Bfloat16: return Bf16::decode(static_cast<const uint16_t*>(buf)[i]);
+    case DataType::Float8e4m3: return E4m3::decode(static_cast<const uint8_t*>(buf)[i]);
+    case DataType::Float8e5m2: return E5m2::decode(static_cast<const uint8_t*>(buf)[i]);
+  }
+  return 0.0;
+}
+
+void storeFromDouble(DataType type, void* buf, size_t i, double v) {
+  switch (type) {
+    case DataType::Int8: static_cast<int8_t*>(buf)[i] = saturatingFromDouble<int8_t>(v); return;
+    case DataType::Uint8: static_cast<uint8_t*>(buf)[i] = saturatingFromDouble<uint8_t>(v); return;
+    case DataType::Int32: static_cast<int32_t*>(buf)[i] = saturatingFromDouble<int32_t>(v); return;
+    case DataType::Uint32:
+      static_cast<uint32_t*>(buf)[i] = saturatingFromDouble<uint32_t>(v);
+      return;
+    case DataType::Int64: static_cast<int64_t*>(buf)[i] = saturatingFromDouble<int64_t>(v); return;
+    case DataType::Uint64:
+      static_cast<uint64_t*>(buf)[i] = saturatingFromDouble<uint64_t>(v);
+      return;
+    case DataType::Float16:
+      static_cast<uint16_t*>(buf)[i] = Half::encode(toFloatRoundOdd(v));
+      return;
+    case DataType::Float32: static_cast<float*>(buf)[i] = static_cast<float>(v); return;
+    case DataType::Float64: static_cast<double*>(buf)[i] = v; return;
+    case DataType::Bfloat16:
+      static_cast<uint16_t*>(buf)[i] = Bf16::encode(toFloatRoundOdd(v));
+      return;
+    case DataType::Float8e4m3:
+      static_cast<uint8_t*>(buf)[i] = E4m3::encode(toFloatRoundOdd(v));
+      return;
+    case DataType::Float8e5m2:
+      static_cast<uint8_t*>(buf)[i] = E5m2::encode(toFloatRoundOdd(v));
+      return;
+  }
+}
+
+}  // namespace nlccl::engine

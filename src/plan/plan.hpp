@@ -1,0 +1,148 @@
+// The Plan IR: a per-rank program of communication steps (DESIGN.md section 2.1).
+//
+// An algorithm is a pure function that returns a Plan. The engine runs a Plan on real buffers over
+// transports; the simulator runs the same Plan on the fabric model; the verifier proves it computes
+// its collective. Nothing here knows about buffers, transports or the C API.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace nlccl {
+
+/// The collectives a Plan can implement. SendRecv is a grouped set of point-to-point transfers.
+enum class Collective : uint8_t {
+  AllReduce,
+  AllGather,
+  ReduceScatter,
+  Broadcast,
+  Reduce,
+  AllToAll,
+  AllToAllv,
+  SendRecv,
+};
+
+const char* collectiveName(Collective c);  // "allreduce", "allgather", ...
+
+}  // namespace nlccl
+
+namespace nlccl::plan {
+
+/// The three buffers a rank's program addresses. Input is the user's send buffer, Output the
+/// receive buffer, Scratch a temporary the engine allocates (Plan::scratchCount elements).
+enum class Buffer : uint8_t { Input, Output, Scratch };
+
+/// A contiguous range of one buffer, in elements.
+struct Region {
+  Buffer buffer = Buffer::Input;
+  size_t offset = 0;
+  size_t count = 0;
+  friend bool operator==(const Region&, const Region&) = default;
+};
+
+inline Region in(size_t offset, size_t count) { return {Buffer::Input, offset, count}; }
+inline Region out(size_t offset, size_t count) { return {Buffer::Output, offset, count}; }
+inline Region scratch(size_t offset, size_t count) { return {Buffer::Scratch, offset, count}; }
+
+enum class XferKind : uint8_t {
+  Send,            ///< send `region` to `peer`
+  Recv,            ///< receive from `peer` into `region`
+  RecvReduce,      ///< receive from `peer`; region = region op incoming (reduce on arrival)
+  RecvReduceSend,  ///< RecvReduce from `peer` into `region`, then send `region` to `next`
+  RecvCopySend,    ///< Recv from `peer` into `region`, then send `region` to `next`
+};
+
+/// One message of a step. For Send, `region` is the source; otherwise it is the destination.
+struct Transfer {
+  XferKind kind = XferKind::Send;
+  int peer = -1;
+  int next = -1;  ///< forward target of the fused kinds; -1 otherwise
+  Region region;
+  friend bool operator==(const Transfer&, const Transfer&) = default;
+};
+
+enum class LocalKind : uint8_t {
+  Copy,    ///< dst = src
+  Reduce,  ///< dst = dst op src
+};
+
+struct LocalOp {
+  LocalKind kind = LocalKind::Copy;
+  Region src;
+  Region dst;
+  friend bool operator==(const LocalOp&, const LocalOp&) = default;
+};
+
+/// A step posts all its transfers at once (a ring step sends one chunk while it receives another),
+/// waits for all of them, then runs its local ops in order. A step with no transfers costs no
+/// start-up time (no alpha) in the cost model.
+struct Step {
+  std::vector<Transfer> transfers;
+  std::vector<LocalOp> locals;
+};
+
+/// A channel's steps run in order. Sends and receives between a pair of ranks on one channel match
+/// in FIFO order (no tags). Channels of a rank run concurrently.
+struct Channel {
+  std::vector<Step> steps;
+};
+
+/// The program of one rank.
+struct RankPlan {
+  std::vector<Channel> channels;
+};
+
+/// What to build a Plan for. Counts are in elements and follow the C API's meaning:
+/// AllReduce/Broadcast/Reduce: the buffer; AllGather: sendcount; ReduceScatter: recvcount;
+/// AllToAll: elements per peer. AllToAllv uses `matrix` (matrix[i*nranks+j] = elements rank i sends
+/// to rank j, packed in rank order in both buffers) and ignores `count`.
+struct Request {
+  Collective collective = Collective::AllReduce;
+  int nranks = 1;
+  size_t count = 0;
+  int root = 0;
+  bool inPlace = false;  ///< Input aliases Output with NCCL's in-place layout (see inPlaceOffset)
+  std::vector<size_t> matrix;  ///< AllToAllv only
+  /// Hierarchy for `hier` algorithms: group sizes from the innermost level out; their product
+  /// must be nranks. Empty means one level of nranks.
+  std::vector<int> groups;
+  /// Inner algorithm per level for `hier` ("ring", "rhd", "tree"); empty means ring everywhere.
+  std::vector<std::string> levelAlgorithms;
+};
+
+/// A Plan for every rank of a collective.
+struct Plan {
+  Collective collective = Collective::AllReduce;
+  std::string algorithm;       ///< "ring", "tree", ...
+  int nranks = 0;
+  size_t count = 0;            ///< Request::count
+  int root = 0;
+  bool inPlace = false;
+  size_t scratchCount = 0;     ///< elements of scratch each rank needs (max over ranks)
+  /// True when the engine may cut every region into equal proportional slices and pipeline them
+  /// as loops (DESIGN.md 2.1). Only algorithms whose steps never read data another slice wrote set it.
+  bool pipelinable = false;
+  std::vector<RankPlan> ranks;  ///< ranks[r] is rank r's program
+};
+
+/// Elements of Input and Output for `rank` under request `req` (sizes the verifier and engine use).
+size_t inputCount(const Request& req, int rank);
+size_t outputCount(const Request& req, int rank);
+/// Offset in Output of Input when the collective runs in place (NCCL's layout): AllGather
+/// rank*count, ReduceScatter: Output sits in Input at rank*count (returned negated via the flag),
+/// others 0. See plan.cpp.
+struct InPlaceLayout {
+  bool inputInsideOutput = true;  ///< false: Output lies inside Input (ReduceScatter)
+  size_t offset = 0;              ///< elements from the start of the larger buffer
+};
+InPlaceLayout inPlaceLayout(const Request& req, int rank);
+
+/// Number of steps that post at least one transfer, summed over the longest channel of `rank`
+/// (the alpha coefficient of the Plan in the Hockney model).
+size_t sequentialSteps(const Plan& plan, int rank);
+/// Elements `rank` sends in the whole Plan (the beta coefficient, times the element size).
+size_t elementsSent(const Plan& plan, int rank);
+
+}  // namespace nlccl::plan

@@ -1,0 +1,265 @@
+#include "sim/flow_network.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+namespace nlccl::sim {
+
+namespace {
+constexpr double kInf = std::numeric_limits<double>::infinity();
+constexpr double kTiny = 1e-12;
+}  // namespace
+
+int FlowNetwork::addResource(double capacity) {
+  cap_.push_back(capacity);
+  load_.push_back(0);
+  peak_.push_back(0);
+  flowsOn_.emplace_back();
+  resMark_.push_back(0);
+  fixedUse_.push_back(0);
+  count_.push_back(0);
+  residual_.push_back(0);
+  return static_cast<int>(cap_.size()) - 1;
+}
+
+int FlowNetwork::start(double now, const Use* uses, int n, double bytes, int64_t tag) {
+  int f;
+  if (!free_.empty()) {
+    f = free_.back();
+    free_.pop_back();
+  } else {
+    f = static_cast<int>(flows_.size());
+    flows_.emplace_back();
+    flowMark_.push_back(0);
+    fixed_.push_back(0);
+    newRate_.push_back(0);
+  }
+  Slot& s = flows_[f];
+  s.uses.assign(uses, uses + n);
+  s.pos.resize(n);
+  for (int i = 0; i < n; ++i) {
+    s.pos[i] = static_cast<int>(flowsOn_[uses[i].res].size());
+    flowsOn_[uses[i].res].push_back(f);
+  }
+  s.remaining = bytes;
+  s.rate = 0;
+  s.lastT = now;
+  s.active = true;
+  s.fresh = true;
+  s.tag = tag;
+  ++s.version;
+  ++active_;
+  seedFlows_.push_back(f);
+  return f;
+}
+
+void FlowNetwork::remove(int f) {
+  Slot& s = flows_[f];
+  for (size_t i = 0; i < s.uses.size(); ++i) {
+    const int r = s.uses[i].res;
+    // A saturated resource frees capacity for the flows still on it: re-solve them.
+    if (tight(r)) {
+      seedRes_.push_back(r);
+      seedForce_.push_back(1);
+    }
+    load_[r] = std::max(0.0, load_[r] - s.uses[i].coef * s.rate);
+    std::vector<int>& on = flowsOn_[r];
+    const int p = s.pos[i];
+    const int last = on.back();
+    on[p] = last;
+    on.pop_back();
+    if (on.empty()) load_[r] = 0;  // no drift on idle resources
+    if (last != f) {
+      Slot& o = flows_[last];
+      for (size_t j = 0; j < o.uses.size(); ++j)
+        if (o.uses[j].res == r && o.pos[j] == static_cast<int>(on.size())) {
+          o.pos[j] = p;
+          break;
+        }
+    }
+  }
+  s.active = false;
+  s.fresh = false;
+  ++s.version;
+  --active_;
+  free_.push_back(f);
+}
+
+// Adds resource r to the component; the flows on it join when it is saturated (or `force`), and
+// their saturated resources in turn (flows only couple through resources that bind).
+void FlowNetwork::collect(int r, bool force) {
+  std::vector<std::pair<int, bool>>& stack = stack_;
+  stack.assign(1, {r, force});
+  while (!stack.empty()) {
+    const auto [res, frc] = stack.back();
+    stack.pop_back();
+    if (resMark_[res] != epoch_) {
+      resMark_[res] = epoch_;
+      compRes_.push_back(res);
+    } else if (!frc) {
+      continue;
+    }
+    if (!frc && !tight(res)) continue;
+    for (int f : flowsOn_[res]) {
+      if (flowMark_[f] == epoch_) continue;
+      flowMark_[f] = epoch_;
+      comp_.push_back(f);
+      for (const Use& u : flows_[f].uses)
+        if (resMark_[u.res] != epoch_) stack.push_back({u.res, false});
+    }
+  }
+}
+
+// Progressive filling of comp_ within the capacity the other flows leave, then applies the rates.
+void FlowNetwork::fill(double now) {
+  for (int r : compRes_) {
+    fixedUse_[r] = 0;
+    count_[r] = 0;
+    residual_[r] = cap_[r] - load_[r];
+  }
+  for (int f : comp_) {
+    fixed_[f] = 0;
+    newRate_[f] = kInf;
+    for (const Use& u : flows_[f].uses) {
+      residual_[u.res] += u.coef * flows_[f].rate;  // give back this flow's current share
+      count_[u.res] += u.coef;
+    }
+  }
+  std::vector<LevelKey>& hv = levelHeap_;
+  hv.clear();
+  auto push = [&hv](LevelKey k) {
+    hv.push_back(k);
+    std::push_heap(hv.begin(), hv.end(), std::greater<>());
+  };
+  auto levelOf = [&](int r) { return std::max(0.0, residual_[r] - fixedUse_[r]) / count_[r]; };
+  for (int r : compRes_)
+    if (count_[r] > kTiny) push({levelOf(r), r});
+  while (!hv.empty()) {
+    std::pop_heap(hv.begin(), hv.end(), std::greater<>());
+    const LevelKey k = hv.back();
+    hv.pop_back();
+    const int r = k.res;
+    if (count_[r] <= kTiny) continue;
+    const double lvl = levelOf(r);
+    if (lvl > k.level) {  // levels only rise as flows are fixed: this key is stale
+      push({lvl, r});
+      continue;
+    }
+    for (int f : flowsOn_[r]) {
+      if (flowMark_[f] != epoch_ || fixed_[f]) continue;
+      fixed_[f] = 1;
+      newRate_[f] = lvl;
+      for (const Use& u : flows_[f].uses) {
+        fixedUse_[u.res] += u.coef * lvl;
+        count_[u.res] -= u.coef;
+        if (u.res != r && count_[u.res] > kTiny) push({levelOf(u.res), u.res});
+      }
+    }
+    count_[r] = 0;
+  }
+  for (int f : comp_) {
+    Slot& s = flows_[f];
+    const double nr = newRate_[f];
+    s.remaining = std::max(0.0, s.remaining - s.rate * (now - s.lastT));
+    s.lastT = now;
+    for (const Use& u : s.uses) load_[u.res] += u.coef * (nr - s.rate);
+    if (s.fresh || nr != s.rate) {
+      s.rate = nr;
+      s.fresh = false;
+      ++s.version;
+      heap_.push({nr > 0 ? now + s.remaining / nr : kInf, f, s.version});
+    }
+  }
+  for (int r : compRes_) peak_[r] = std::max(peak_[r], load_[r] / cap_[r]);
+}
+
+void FlowNetwork::solve(double now) {
+  if (seedFlows_.empty() && seedRes_.empty()) return;
+  ++epoch_;
+  comp_.clear();
+  compRes_.clear();
+  for (int f : seedFlows_) {
+    Slot& s = flows_[f];
+    if (!s.active || !s.fresh || flowMark_[f] == epoch_) continue;
+    if (s.uses.empty()) {  // nothing finite on its way: done at once
+      s.rate = kInf;
+      s.fresh = false;
+      ++s.version;
+      heap_.push({now, f, s.version});
+      continue;
+    }
+    flowMark_[f] = epoch_;
+    // Fast path: alone on every resource it uses, the flow gets the tightest of them.
+    bool alone = true;
+    for (const Use& u : s.uses) alone &= flowsOn_[u.res].size() == 1;
+    if (alone) {
+      double rate = std::numeric_limits<double>::infinity();
+      for (const Use& u : s.uses) rate = std::min(rate, cap_[u.res] / u.coef);
+      for (const Use& u : s.uses) {
+        load_[u.res] = u.coef * rate;
+        peak_[u.res] = std::max(peak_[u.res], load_[u.res] / cap_[u.res]);
+      }
+      s.rate = rate;
+      s.fresh = false;
+      ++s.version;
+      heap_.push({now + s.remaining / rate, f, s.version});
+      continue;
+    }
+    comp_.push_back(f);
+    for (const Use& u : s.uses) collect(u.res, false);
+  }
+  for (size_t i = 0; i < seedRes_.size(); ++i) collect(seedRes_[i], seedForce_[i]);
+  seedFlows_.clear();
+  seedRes_.clear();
+  seedForce_.clear();
+  if (comp_.empty()) return;
+  for (;;) {
+    fill(now);
+    // A resource the new rates saturate may hold outside flows that now get more than the
+    // component's flows bottlenecked there: pull them in and solve again.
+    bool grew = false;
+    const size_t nres = compRes_.size();
+    for (size_t i = 0; i < nres; ++i) {
+      const int r = compRes_[i];
+      if (!tight(r)) continue;
+      double maxComp = 0;
+      for (int f : flowsOn_[r])
+        if (flowMark_[f] == epoch_) maxComp = std::max(maxComp, flows_[f].rate);
+      for (int g : flowsOn_[r]) {
+        if (flowMark_[g] == epoch_ || flows_[g].rate <= maxComp * (1 + 1e-9)) continue;
+        flowMark_[g] = epoch_;
+        comp_.push_back(g);
+        for (const Use& u : flows_[g].uses) collect(u.res, false);
+        grew = true;
+      }
+    }
+    if (!grew) break;
+  }
+}
+
+double FlowNetwork::nextFinish() {
+  while (!heap_.empty()) {
+    const Pending& p = heap_.top();
+    if (flows_[p.flow].active && flows_[p.flow].version == p.version) return p.t;
+    heap_.pop();
+  }
+  return kInf;
+}
+
+void FlowNetwork::popFinished(double t, std::vector<int64_t>* done) {
+  const double limit = t + std::abs(t) * 1e-12;
+  while (!heap_.empty()) {
+    const Pending p = heap_.top();
+    if (!flows_[p.flow].active || flows_[p.flow].version != p.version) {
+      heap_.pop();
+      continue;
+    }
+    if (p.t > limit) break;
+    heap_.pop();
+    done->push_back(flows_[p.flow].tag);
+    remove(p.flow);
+  }
+}
+
+}  // namespace nlccl::sim

@@ -1,0 +1,35 @@
+// Waiting that never starves the rank being waited for: spin briefly, yield, then block on a futex
+// word (DESIGN.md 2.3). Works within a process and, with `shared`, on words in shared memory.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+
+namespace nlccl {
+
+/// Blocks while *word == expected, up to `timeout`. Returns false on timeout. Spurious wakeups
+/// return true; callers recheck their condition.
+bool futexWait(std::atomic<uint32_t>* word, uint32_t expected, std::chrono::nanoseconds timeout,
+               bool shared);
+/// Wakes all waiters on `word`.
+void futexWakeAll(std::atomic<uint32_t>* word, bool shared);
+
+/// An event counter: waiters remember epoch(), do a check, then wait(epoch) if nothing is ready.
+/// notify() bumps the epoch and wakes waiters only when someone is blocked.
+class Notifier {
+ public:
+  uint32_t epoch() const { return epoch_.load(std::memory_order_acquire); }
+  void notify() {
+    epoch_.fetch_add(1);  // seq_cst: pairs with the sleepers_ check below
+    if (sleepers_.load() > 0) futexWakeAll(&epoch_, false);
+  }
+  /// Spins, yields, then blocks until the epoch differs from `seen` or `timeout` passes.
+  bool wait(uint32_t seen, std::chrono::nanoseconds timeout);
+
+ private:
+  std::atomic<uint32_t> epoch_{0};
+  std::atomic<uint32_t> sleepers_{0};
+};
+
+}  // namespace nlccl

@@ -1,0 +1,152 @@
+#include "util/log.hpp"
+
+#include <unistd.h>
+
+#include <atomic>
+#include <cstdarg>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <mutex>
+#include <string_view>
+
+namespace nlccl::log {
+
+namespace {
+
+std::atomic<int> gLevel{-1};  // -1: not read yet
+std::atomic<uint32_t> gMask{kAll};
+std::mutex gMutex;
+FILE* gOut = nullptr;
+thread_local std::string tLastError;
+thread_local int tRank = -1;
+
+uint32_t parseSubsys(const char* s) {
+  if (s == nullptr || *s == '\0') return kInit | kEnv;  // NCCL's default: INIT and ENV
+  bool invert = false;
+  if (*s == '^') {
+    invert = true;
+    ++s;
+  }
+  uint32_t mask = 0;
+  std::string_view all(s);
+  while (!all.empty()) {
+    size_t comma = all.find(',');
+    std::string_view tok = all.substr(0, comma);
+    struct {
+      const char* name;
+      uint32_t bit;
+    } const names[] = {{"INIT", kInit}, {"COLL", kColl}, {"P2P", kP2P}, {"SHM", kShm},
+                       {"NET", kNet},   {"SIM", kSim},   {"TUNE", kTune}, {"BOOTSTRAP", kBootstrap},
+                       {"ENV", kEnv},   {"ALL", kAll}};
+    for (const auto& n : names)
+      if (tok.size() == strlen(n.name) && strncasecmp(tok.data(), n.name, tok.size()) == 0)
+        mask |= n.bit;
+    if (comma == std::string_view::npos) break;
+    all.remove_prefix(comma + 1);
+  }
+  return invert ? ~mask : mask;
+}
+
+std::string expandPath(const char* pattern) {
+  std::string out;
+  char host[256] = {0};
+  gethostname(host, sizeof(host) - 1);
+  for (const char* p = pattern; *p; ++p) {
+    if (*p == '%' && p[1]) {
+      ++p;
+      if (*p == 'h') out += host;
+      else if (*p == 'p') out += std::to_string(getpid());
+      else if (*p == 'r') out += std::to_string(tRank);
+      else out += *p;
+    } else {
+      out += *p;
+    }
+  }
+  return out;
+}
+
+int loadLevel() {
+  int lvl = gLevel.load(std::memory_order_acquire);
+  if (lvl >= 0) return lvl;
+  std::lock_guard<std::mutex> lock(gMutex);
+  lvl = gLevel.load(std::memory_order_relaxed);
+  if (lvl >= 0) return lvl;
+  const char* e = getenv("NLCCL_DEBUG");
+  Level l = Level::None;
+  if (e != nullptr) {
+    if (strcasecmp(e, "WARN") == 0) l = Level::Warn;
+    else if (strcasecmp(e, "INFO") == 0) l = Level::Info;
+    else if (strcasecmp(e, "TRACE") == 0) l = Level::Trace;
+  }
+  gMask.store(parseSubsys(getenv("NLCCL_DEBUG_SUBSYS")), std::memory_order_relaxed);
+  const char* f = getenv("NLCCL_DEBUG_FILE");
+  if (f != nullptr && *f) {
+    std::string path = expandPath(f);
+    gOut = fopen(path.c_str(), "w");
+  }
+  if (gOut == nullptr) gOut = stderr;
+  gLevel.store(static_cast<int>(l), std::memory_order_release);
+  return static_cast<int>(l);
+}
+
+}  // namespace
+
+bool enabled(Level level, uint32_t subsys) {
+  int lvl = loadLevel();
+  if (static_cast<int>(level) > lvl) return false;
+  return level == Level::Warn || (gMask.load(std::memory_order_relaxed) & subsys) != 0;
+}
+
+void write(Level level, uint32_t subsys, const char* file, int line, const char* fmt, ...) {
+  char msg[1024];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(msg, sizeof(msg), fmt, ap);
+  va_end(ap);
+  if (level == Level::Warn) tLastError = msg;
+  if (!enabled(level, subsys)) return;
+  const char* base = strrchr(file, '/');
+  base = base ? base + 1 : file;
+  static const char* const names[] = {"", "WARN", "INFO", "TRACE"};
+  char host[64] = {0};
+  gethostname(host, sizeof(host) - 1);
+  std::lock_guard<std::mutex> lock(gMutex);
+  fprintf(gOut, "%s:%d:%d [%d] NLCCL %s %s:%d %s\n", host, getpid(), static_cast<int>(gettid()),
+          tRank, names[static_cast<int>(level)], base, line, msg);
+  fflush(gOut);
+}
+
+void trail(const char* file, int line, const char* func, Status s) {
+  NLCCL_LOG_(Level::Info, kAll, "%s:%d (%s) -> %s", file, line, func, statusName(s));
+}
+
+const std::string& lastError() { return tLastError; }
+void clearLastError() { tLastError.clear(); }
+void setLastError(const std::string& msg) { tLastError = msg; }
+void setThreadRank(int rank) { tRank = rank; }
+
+void reset() {
+  std::lock_guard<std::mutex> lock(gMutex);
+  if (gOut != nullptr && gOut != stderr) fclose(gOut);
+  gOut = nullptr;
+  gLevel.store(-1);
+}
+
+}  // namespace nlccl::log
+
+namespace nlccl {
+const char* statusName(Status s) {
+  switch (s) {
+    case Status::Success: return "success";
+    case Status::SystemError: return "system error";
+    case Status::InternalError: return "internal error";
+    case Status::InvalidArgument: return "invalid argument";
+    case Status::InvalidUsage: return "invalid usage";
+    case Status::RemoteError: return "remote error";
+    case Status::InProgress: return "in progress";
+    case Status::Timeout: return "timeout";
+  }
+  return "unknown";
+}
+}  // namespace nlccl

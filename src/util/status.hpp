@@ -1,0 +1,36 @@
+// Internal result codes. Values equal nlcclResult_t's so the C API converts with a cast; nothing
+// below src/api includes nlccl.h.
+#pragma once
+
+namespace nlccl {
+
+enum class Status : int {
+  Success = 0,
+  SystemError = 2,
+  InternalError = 3,
+  InvalidArgument = 4,
+  InvalidUsage = 5,
+  RemoteError = 6,
+  InProgress = 7,
+  Timeout = 8,
+};
+
+const char* statusName(Status s);
+
+/// Errors after which a communicator must not be used again (NCCL's semantics).
+inline bool isFatal(Status s) {
+  return s == Status::SystemError || s == Status::InternalError || s == Status::RemoteError ||
+         s == Status::Timeout;
+}
+
+}  // namespace nlccl
+
+/// Propagates a non-success Status, logging the call site at INFO (a backtrace with NLCCL_DEBUG=INFO).
+#define NLCHECK(call)                                                                   \
+  do {                                                                                  \
+    ::nlccl::Status nlcheck_s_ = (call);                                                \
+    if (nlcheck_s_ != ::nlccl::Status::Success && nlcheck_s_ != ::nlccl::Status::InProgress) { \
+      ::nlccl::log::trail(__FILE__, __LINE__, __func__, nlcheck_s_);                    \
+      return nlcheck_s_;                                                                \
+    }                                                                                   \
+  } while (0)

@@ -1,0 +1,63 @@
+# ctests of nlccl-perf (bench/perf): run it, parse nccl-tests' table, assert #wrong is 0 everywhere.
+# Included from tests/multirank/CMakeLists.txt.
+if(TARGET nlccl-perf)
+  set(_perf_check ${CMAKE_CURRENT_SOURCE_DIR}/perf_check.sh)
+  set(_perf_bin $<TARGET_FILE:nlccl-perf>)
+
+  # Ranks as threads (-t 4): works without multi-process init.
+  set(_perf_thread_cases
+      "allreduce -b 8 -e 1M -f 8 -o all"
+      "allgather -b 8 -e 1M -f 8"
+      "reducescatter -b 64 -e 1M -f 8 -o all"
+      "broadcast -b 8 -e 1M -f 8 -r -1"
+      "reduce -b 8 -e 256K -f 8 -r 2 -o max"
+      "alltoall -b 64 -e 1M -f 8"
+      "sendrecv -b 8 -e 1M -f 8"
+      "allreduce -b 1K -e 64K -f 4 -d all -n 3 -w 1"
+      "allreduce -b 4K -e 64K -f 4 -z 1 -d bfloat16 -o avg")
+  set(_i 0)
+  foreach(_case IN LISTS _perf_thread_cases)
+    separate_arguments(_args UNIX_COMMAND "${_case}")
+    list(GET _args 0 _coll)
+    add_test(NAME perf_threads_${_coll}_${_i}
+             COMMAND bash ${_perf_check} threads ${_perf_bin} 4 ${_args} -n 5 -w 2)
+    set_tests_properties(perf_threads_${_coll}_${_i} PROPERTIES LABELS "multirank;perf"
+                         TIMEOUT 120)
+    math(EXPR _i "${_i} + 1")
+  endforeach()
+  add_test(NAME perf_threads_3ranks_allreduce
+           COMMAND bash ${_perf_check} threads ${_perf_bin} 3 allreduce -b 8 -e 1M -f 16 -n 5)
+  set_tests_properties(perf_threads_3ranks_allreduce PROPERTIES LABELS "multirank;perf" TIMEOUT 120)
+  add_test(NAME perf_bad_flags COMMAND bash ${_perf_check} badflag ${_perf_bin})
+  set_tests_properties(perf_bad_flags PROPERTIES LABELS "unit;perf" TIMEOUT 30)
+
+  # Separate processes: standalone (-np 4, forked) and under mpirun.
+  add_test(NAME perf_fork_np4_allreduce
+           COMMAND bash ${_perf_check} fork ${_perf_bin} 4 allreduce -b 8 -e 1M -f 8 -n 5 -w 2)
+  add_test(NAME perf_fork_np4_alltoall
+           COMMAND bash ${_perf_check} fork ${_perf_bin} 4 alltoall -b 64 -e 1M -f 8 -n 5 -w 2)
+  set_tests_properties(perf_fork_np4_allreduce perf_fork_np4_alltoall PROPERTIES
+                       LABELS "multiprocess;perf" TIMEOUT 180)
+  if(NLCCL_WITH_MPI)
+    find_program(_perf_mpirun NAMES mpirun)
+    if(_perf_mpirun)
+      add_test(NAME perf_mpirun_np4_allreduce
+               COMMAND bash ${_perf_check} mpi ${_perf_bin} 4 allreduce -b 8 -e 1M -f 8 -n 5 -w 2)
+      set_tests_properties(perf_mpirun_np4_allreduce PROPERTIES
+                           LABELS "multiprocess;perf" TIMEOUT 180)
+    endif()
+  endif()
+endif()
+
+# The MPI example (examples/02-allreduce-mpi.c) under mpirun.
+if(TARGET 02-allreduce-mpi AND NLCCL_WITH_MPI)
+  find_program(_perf_mpirun NAMES mpirun)
+  if(_perf_mpirun)
+    add_test(NAME example_allreduce_mpi_np4
+             COMMAND sh -c "root=; [ \"$(id -u)\" = 0 ] && root=--allow-run-as-root; \
+exec ${_perf_mpirun} $root --oversubscribe --mca btl self,vader --mca oob_tcp_if_include lo \
+-np 4 $<TARGET_FILE:02-allreduce-mpi> 65536")
+    set_tests_properties(example_allreduce_mpi_np4 PROPERTIES LABELS "multiprocess;perf"
+                         TIMEOUT 120 PASS_REGULAR_EXPRESSION "correct \\(0 wrong\\)")
+  endif()
+endif()

@@ -1,0 +1,79 @@
+#!/usr/bin/env bash
+# Runs nlccl-perf and asserts its table is complete and every #wrong is 0.
+#   perf_check.sh threads|fork|mpi <nlccl-perf> <nranks> <collective> [nlccl-perf flags...]
+#   perf_check.sh badflag <nlccl-perf>   (a bad flag must exit 2 and name the flag)
+set -u
+mode=$1 perf=$2
+shift 2
+out=$(mktemp) err=$(mktemp) json=$(mktemp -u --suffix=.json)
+trap 'rm -f "$out" "$err" "$json"' EXIT
+
+if [[ $mode == badflag ]]; then
+  "$perf" allreduce -b 8 -q 3 >"$out" 2>"$err"
+  rc=$?
+  [[ $rc == 2 ]] || { echo "bad flag: exit $rc, want 2"; cat "$err"; exit 1; }
+  grep -q -- "-q" "$err" || { echo "bad flag: message does not name -q:"; cat "$err"; exit 1; }
+  "$perf" allreduce -b 1X >"$out" 2>"$err"
+  rc=$?
+  [[ $rc == 2 ]] && grep -q -- "-b" "$err" || { echo "bad size: exit $rc"; cat "$err"; exit 1; }
+  "$perf" nosuchcoll >"$out" 2>"$err"
+  [[ $? == 2 ]] || { echo "bad collective accepted"; exit 1; }
+  echo "bad flags refused"
+  exit 0
+fi
+
+nranks=$1 coll=$2
+shift 2
+case $mode in
+  threads) cmd=("$perf" "$coll" -t "$nranks" --json "$json" "$@") ;;
+  fork) cmd=("$perf" "$coll" -np "$nranks" --json "$json" "$@") ;;
+  mpi)
+    root=()
+    [[ $(id -u) == 0 ]] && root=(--allow-run-as-root)
+    # Loopback only: Open MPI's TCP pieces stay on lo.
+    cmd=(mpirun "${root[@]}" --oversubscribe --mca btl self,vader --mca oob_tcp_if_include lo
+         -np "$nranks" "$perf" "$coll" --json "$json" "$@") ;;
+  *) echo "unknown mode $mode"; exit 1 ;;
+esac
+echo "+ ${cmd[*]}"
+timeout 150 "${cmd[@]}" >"$out" 2>"$err"
+rc=$?
+cat "$out"
+[[ -s $err ]] && { echo "--- stderr"; head -50 "$err"; }
+[[ $rc == 0 ]] || { echo "FAIL: nlccl-perf exited $rc"; exit 1; }
+
+python3 - "$out" "$json" "$nranks" "$coll" <<'PY'
+import json, sys
+out, jpath, nranks, coll = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4]
+text = open(out).read().splitlines()
+rows = [l.split() for l in text if l.strip() and not l.startswith("#")]
+fail = []
+if not rows:
+    fail.append("no result rows")
+for r in rows:
+    if len(r) != 13:
+        fail.append("row with %d fields: %s" % (len(r), " ".join(r)))
+    elif r[8] != "0" or r[12] != "0":
+        fail.append("wrong results: " + " ".join(r))
+if not any(l.startswith("# Out of bounds values : 0 OK") for l in text):
+    fail.append("missing '# Out of bounds values : 0 OK'")
+if not any(l.startswith("# Avg bus bandwidth    : ") for l in text):
+    fail.append("missing '# Avg bus bandwidth' footer")
+if not any("size" in l and "#wrong" in l for l in text if l.startswith("#")):
+    fail.append("missing column header")
+ranks = [l for l in text if l.startswith("#  Rank ")]
+if len(ranks) != nranks:
+    fail.append("%d rank lines, want %d" % (len(ranks), nranks))
+doc = json.load(open(jpath))
+res = doc["results"]
+if len(res) != 2 * len(rows):
+    fail.append("json has %d records for %d rows" % (len(res), len(rows)))
+for rec in res:
+    if rec["wrong"] != 0 or rec["ranks"] != nranks or rec["collective"] != coll:
+        fail.append("json record: %r" % rec)
+        break
+if fail:
+    print("FAIL:\n  " + "\n  ".join(fail))
+    sys.exit(1)
+print("OK: %d rows, every #wrong is 0" % len(rows))
+PY

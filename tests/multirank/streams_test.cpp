@@ -1,0 +1,67 @@
+// Collectives queued on streams (each rank's own stream, run by its progress thread).
+#include <gtest/gtest.h>
+
+#include <memory>
+
+#include "common/threads.hpp"
+#include "core/params.hpp"
+#include "multirank/collective_case.hpp"
+
+namespace nlccl::testing {
+namespace {
+
+TEST(StreamsTest, HundredQueuedCollectivesThenSynchronize) {
+  const int p = 4;
+  std::vector<nlcclComm_t> comms(p);
+  ASSERT_EQ(nlcclCommInitAll(comms.data(), p, nullptr), nlcclSuccess);
+  const Collective kinds[] = {Collective::AllReduce, Collective::AllGather,
+                              Collective::ReduceScatter, Collective::Broadcast,
+                              Collective::AllToAll};
+  runRanks(p, [&](int r) {
+    nlcclStream_t stream;
+    ASSERT_EQ(nlcclStreamCreate(&stream), nlcclSuccess);
+    std::vector<std::unique_ptr<CollBuffers>> bufs;
+    for (int i = 0; i < 100; ++i) {
+      CollCase c{kinds[i % 5], i % 2 ? DataType::Float32 : DataType::Int32, RedOp::Sum,
+                 static_cast<size_t>(100 + i), i % p, i % 3 == 0};
+      bufs.push_back(std::make_unique<CollBuffers>(c, r, p));
+      ASSERT_EQ(bufs.back()->issue(comms[r], stream), nlcclSuccess);
+    }
+    nlcclResult_t q = nlcclStreamQuery(stream);
+    EXPECT_TRUE(q == nlcclSuccess || q == nlcclInProgress);
+    ASSERT_EQ(nlcclStreamSynchronize(stream), nlcclSuccess);
+    EXPECT_EQ(nlcclStreamQuery(stream), nlcclSuccess);
+    for (auto& b : bufs) {
+      std::string err = b->check();
+      EXPECT_TRUE(err.empty()) << err;
+    }
+    EXPECT_EQ(nlcclStreamDestroy(stream), nlcclSuccess);
+  });
+  for (auto c : comms) EXPECT_EQ(nlcclCommDestroy(c), nlcclSuccess);
+}
+
+TEST(StreamsTest, ErrorSurfacesAtSynchronizeAndAsyncError) {
+  // Rank 1 never joins: rank 0's queued all-reduce times out, and the stream reports it.
+  std::vector<nlcclComm_t> comms(2);
+  setenv("NLCCL_TIMEOUT_MS", "300", 1);
+  core::resetParams();
+  ASSERT_EQ(nlcclCommInitAll(comms.data(), 2, nullptr), nlcclSuccess);
+  unsetenv("NLCCL_TIMEOUT_MS");
+  core::resetParams();
+  nlcclStream_t stream;
+  ASSERT_EQ(nlcclStreamCreate(&stream), nlcclSuccess);
+  std::vector<float> buf(16, 1.0f);
+  ASSERT_EQ(nlcclAllReduce(buf.data(), buf.data(), 16, nlcclFloat, nlcclSum, comms[0], stream),
+            nlcclSuccess);
+  EXPECT_EQ(nlcclStreamSynchronize(stream), nlcclTimeout);
+  nlcclResult_t async = nlcclSuccess;
+  EXPECT_EQ(nlcclCommGetAsyncError(comms[0], &async), nlcclSuccess);
+  EXPECT_EQ(async, nlcclTimeout);
+  EXPECT_NE(std::string(nlcclGetLastError(comms[0])).find("peer 1"), std::string::npos)
+      << nlcclGetLastError(comms[0]);
+  EXPECT_EQ(nlcclStreamDestroy(stream), nlcclSuccess);
+  for (auto c : comms) EXPECT_EQ(nlcclCommAbort(c), nlcclSuccess);
+}
+
+}  // namespace
+}  // namespace nlccl::testing

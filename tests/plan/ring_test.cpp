@@ -1,0 +1,129 @@
+// Ring and direct Plans: step counts and elements sent equal the alpha and beta coefficients of
+// REFERENCE.md section 2, and chunking of uneven counts.
+#include <gtest/gtest.h>
+
+#include "algorithms/algorithms.hpp"
+#include "algorithms/ring_helpers.hpp"
+#include "plan/verifier.hpp"
+
+namespace nlccl::plan {
+namespace {
+
+Plan mustBuild(Collective c, int p, size_t count, const char* name = "ring") {
+  Request req;
+  req.collective = c;
+  req.nranks = p;
+  req.count = count;
+  std::string err;
+  std::optional<Plan> plan = algo::build(req, name, &err);
+  EXPECT_TRUE(plan.has_value()) << err;
+  std::string why;
+  EXPECT_TRUE(verify(*plan, req, &why)) << why;
+  return plan.value_or(Plan{});
+}
+
+TEST(RingCost, AllReduceIsTwoPMinusOneStepsAndTwoPMinusOneOverPElements) {
+  for (int p = 2; p <= 17; ++p)
+    for (size_t k : {1, 3, 64}) {
+      const size_t n = p * k;
+      Plan plan = mustBuild(Collective::AllReduce, p, n);
+      for (int r = 0; r < p; ++r) {
+        EXPECT_EQ(sequentialSteps(plan, r), static_cast<size_t>(2 * (p - 1))) << "p=" << p;
+        EXPECT_EQ(elementsSent(plan, r), 2 * (p - 1) * n / p) << "p=" << p << " n=" << n;
+      }
+    }
+}
+
+TEST(RingCost, AllGatherAndReduceScatterArePMinusOneStepsAndPMinusOneOverPElements) {
+  for (int p = 2; p <= 17; ++p)
+    for (size_t c : {1, 5}) {
+      const size_t n = p * c;  // the formulas' n: output (all-gather) or input (reduce-scatter)
+      for (Collective coll : {Collective::AllGather, Collective::ReduceScatter}) {
+        Plan plan = mustBuild(coll, p, c);
+        for (int r = 0; r < p; ++r) {
+          EXPECT_EQ(sequentialSteps(plan, r), static_cast<size_t>(p - 1)) << collectiveName(coll);
+          EXPECT_EQ(elementsSent(plan, r), (p - 1) * n / p) << collectiveName(coll) << " p=" << p;
+        }
+      }
+    }
+}
+
+TEST(RingCost, UnevenCountsSendAtMostOneExtraElementPerStep) {
+  for (int p = 2; p <= 9; ++p) {
+    const size_t n = 10 * p + 3;
+    Plan plan = mustBuild(Collective::AllReduce, p, n);
+    for (int r = 0; r < p; ++r) {
+      EXPECT_EQ(sequentialSteps(plan, r), static_cast<size_t>(2 * (p - 1)));
+      EXPECT_GE(elementsSent(plan, r), 2 * (p - 1) * (n / p));
+      EXPECT_LE(elementsSent(plan, r), 2 * (p - 1) * (n / p + 1));
+    }
+  }
+}
+
+TEST(RingCost, RingPlansArePipelinable) {
+  for (Collective c : {Collective::AllReduce, Collective::AllGather, Collective::ReduceScatter,
+                       Collective::Broadcast, Collective::Reduce})
+    EXPECT_TRUE(mustBuild(c, 5, 12).pipelinable) << collectiveName(c);
+}
+
+TEST(DirectCost, AllToAllIsPMinusOneStepsAndPMinusOneOverPElements) {
+  for (int p = 1; p <= 12; ++p) {
+    const size_t c = 4;
+    Plan plan = mustBuild(Collective::AllToAll, p, c, "direct");
+    for (int r = 0; r < p; ++r) {
+      EXPECT_EQ(sequentialSteps(plan, r), static_cast<size_t>(p - 1));
+      EXPECT_EQ(elementsSent(plan, r), (p - 1) * c);
+      // Step s talks to (r+s)%p and (r-s+p)%p.
+      int s = 0;
+      for (const Step& st : plan.ranks[r].channels[0].steps) {
+        if (st.transfers.empty()) continue;
+        ++s;
+        ASSERT_EQ(st.transfers.size(), 2u);
+        EXPECT_EQ(st.transfers[0].peer, (r + s) % p);
+        EXPECT_EQ(st.transfers[1].peer, (r - s + p) % p);
+      }
+    }
+  }
+}
+
+TEST(RingHelpers, ChunksCoverTheBufferAndDifferByAtMostOne) {
+  for (int parts = 1; parts <= 17; ++parts)
+    for (size_t n : {0, 1, 7, 16, 1000, 1003}) {
+      size_t next = 0, lo = n, hi = 0;
+      for (int j = 0; j < parts; ++j) {
+        algo::ring::Chunk c = algo::ring::chunk(n, parts, j);
+        EXPECT_EQ(c.offset, next);
+        next += c.count;
+        lo = std::min(lo, c.count);
+        hi = std::max(hi, c.count);
+      }
+      EXPECT_EQ(next, n);
+      EXPECT_LE(hi - std::min(lo, hi), 1u);
+    }
+}
+
+TEST(Registry, BuildRejectsAlgorithmsThatDoNotApplyAndNamesTheValidOnes) {
+  Request req;
+  req.collective = Collective::AllToAll;
+  req.nranks = 4;
+  req.count = 8;
+  std::string err;
+  EXPECT_FALSE(algo::build(req, "ring", &err).has_value());
+  EXPECT_NE(err.find("direct"), std::string::npos) << err;
+  EXPECT_FALSE(algo::build(req, "nosuch", &err).has_value());
+  EXPECT_EQ(algo::find("ring", Collective::AllToAll), nullptr);
+  ASSERT_NE(algo::find("ring", Collective::AllReduce), nullptr);
+  EXPECT_NE(algo::validNames(Collective::AllReduce).find("ring"), std::string::npos);
+  EXPECT_STREQ(algo::defaultAlgorithm(Collective::AllReduce), "ring");
+  EXPECT_STREQ(algo::defaultAlgorithm(Collective::AllToAllv), "direct");
+  for (Collective c :
+       {Collective::AllReduce, Collective::AllGather, Collective::ReduceScatter,
+        Collective::Broadcast, Collective::Reduce, Collective::AllToAll, Collective::AllToAllv})
+    EXPECT_NE(algo::find(algo::defaultAlgorithm(c), c), nullptr) << collectiveName(c);
+  std::optional<Plan> plan = algo::build(req, "direct");
+  ASSERT_TRUE(plan.has_value());
+  EXPECT_EQ(plan->algorithm, "direct");
+}
+
+}  // namespace
+}  // namespace nlccl::plan

@@ -1,0 +1,35 @@
+# Runs nlccl-sim on flat:8 and checks the table and the --json records against the ring formula.
+execute_process(COMMAND ${SIM} allreduce --topology flat:8 --alpha-us 5 --bw-GBps 100 -b 1K -e 1M
+                        -f 32 --json ${OUT}
+                RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+if(NOT rc EQUAL 0)
+  message(FATAL_ERROR "nlccl-sim failed (${rc}): ${err}")
+endif()
+if(NOT out MATCHES "Avg bus bandwidth" OR NOT out MATCHES "N/A")
+  message(FATAL_ERROR "unexpected table:\n${out}")
+endif()
+file(READ ${OUT} json)
+string(JSON n LENGTH "${json}")
+if(NOT n EQUAL 3)
+  message(FATAL_ERROR "want 3 records (1K, 32K, 1M), got ${n}")
+endif()
+# 1 MiB ring all-reduce on 8 ranks: 14 x 5 us + 2 x 7/8 x 1048576 B / 100 GB/s = 88.3501 us.
+string(JSON t GET "${json}" 2 time_us)
+string(JSON bytes GET "${json}" 2 bytes)
+string(JSON algo GET "${json}" 2 algorithm)
+string(JSON ranks GET "${json}" 2 ranks)
+foreach(key collective algbw_GBps busbw_GBps)
+  string(JSON v GET "${json}" 2 ${key})
+endforeach()
+if(NOT bytes EQUAL 1048576 OR NOT algo STREQUAL "ring" OR NOT ranks EQUAL 8)
+  message(FATAL_ERROR "bad record: ${json}")
+endif()
+if(t LESS 88.35 OR t GREATER 88.351)
+  message(FATAL_ERROR "time_us ${t}, want 88.3501")
+endif()
+# Errors are reported, not crashed on.
+execute_process(COMMAND ${SIM} allreduce --algo bruck -b 1K -e 1K RESULT_VARIABLE rc2
+                OUTPUT_QUIET ERROR_VARIABLE err2)
+if(rc2 EQUAL 0 OR NOT err2 MATCHES "valid: ")
+  message(FATAL_ERROR "bad algorithm not rejected: ${rc2} ${err2}")
+endif()

@@ -1,0 +1,199 @@
+// Simulator semantics on hand-built Plans: alpha-beta exactness, contention, engine limits,
+// analytical vs flow, pipelining, FlowModel.
+#include <gtest/gtest.h>
+
+#include "nlccl/sim.hpp"
+#include "sim/plans.hpp"
+
+using namespace nlccl;
+
+namespace {
+
+fabric::Topology load(const std::string& spec, std::vector<std::string> overrides = {}) {
+  fabric::Topology t;
+  std::string err;
+  EXPECT_EQ(fabric::Topology::load(spec, overrides, &t, &err), Status::Success) << err;
+  return t;
+}
+
+sim::Result run(const fabric::Topology& t, const plan::Plan& p, sim::Mode mode = sim::Mode::Flow,
+                int64_t chunk = -1) {
+  sim::Options o;
+  o.mode = mode;
+  o.chunkBytes = chunk;
+  sim::Result r;
+  std::string err;
+  EXPECT_EQ(sim::simulate(t, p, o, &r, &err), Status::Success) << err;
+  return r;
+}
+
+constexpr double kAlpha = 10e-6, kBw = 1280e9;
+
+TEST(SimFlow, RingAllReduceMatchesAlphaBeta) {
+  for (int p : {2, 3, 8}) {
+    const auto t = load("flat:" + std::to_string(p));
+    const size_t count = 4096 * p;
+    const double n = count * 4.0;
+    const double want = 2 * (p - 1) * kAlpha + 2.0 * (p - 1) / p * n / kBw;
+    for (auto mode : {sim::Mode::Flow, sim::Mode::Analytical}) {
+      const auto r = run(t, simtest::ringAllReduce(p, count), mode);
+      EXPECT_NEAR(r.timeS, want, want * 1e-9) << "p=" << p;
+      EXPECT_EQ(r.rankFinishS.size(), static_cast<size_t>(p));
+    }
+  }
+}
+
+TEST(SimFlow, TwoFlowsOnOneLinkShareIt) {
+  const auto t = load("flat:3");
+  const size_t count = 1 << 20;
+  const double n = count * 4.0;
+  // 0->2 and 1->2 share 2's downlink: each gets half.
+  const auto r = run(t, simtest::transfers(3, {{0, 2}, {1, 2}}, count));
+  EXPECT_NEAR(r.timeS, kAlpha + 2 * n / kBw, 1e-12);
+  // 0->1 and 0->2 share 0's uplink.
+  const auto r2 = run(t, simtest::transfers(3, {{0, 1}, {0, 2}}, count));
+  EXPECT_NEAR(r2.timeS, kAlpha + 2 * n / kBw, 1e-12);
+  // Disjoint: full rate.
+  const auto r3 = run(t, simtest::transfers(3, {{0, 1}, {1, 2}}, count));
+  EXPECT_NEAR(r3.timeS, kAlpha + n / kBw, 1e-12);
+  // Analytical ignores sharing, so it is a lower bound here.
+  const auto ra = run(t, simtest::transfers(3, {{0, 2}, {1, 2}}, count), sim::Mode::Analytical);
+  EXPECT_NEAR(ra.timeS, kAlpha + n / kBw, 1e-12);
+  EXPECT_LT(ra.timeS, r.timeS);
+}
+
+TEST(SimFlow, MaxMinUnevenShares) {
+  // Flows 0->2, 1->2, 1->3 on flat:4: downlink of 2 is shared by two flows (B/2 each); 1's uplink
+  // carries 1->2 (B/2) and 1->3, which then gets the remaining B/2; when the shared flows finish
+  // together, nothing is left. All three finish at alpha + 2n/B.
+  const auto t = load("flat:4");
+  const size_t count = 1 << 18;
+  const double n = count * 4.0;
+  const auto r = run(t, simtest::transfers(4, {{0, 2}, {1, 2}, {1, 3}}, count));
+  EXPECT_NEAR(r.timeS, kAlpha + 2 * n / kBw, 1e-12);
+  // 0->1, 0->2 and 3->2: 2's downlink and 0's uplink both split; every flow at B/2.
+  const auto r2 = run(t, simtest::transfers(4, {{0, 1}, {0, 2}, {3, 2}}, count));
+  EXPECT_NEAR(r2.timeS, kAlpha + 2 * n / kBw, 1e-12);
+  // Peak utilisation of the shared link is 1.
+  bool sawFull = false;
+  for (const auto& l : r2.links) sawFull |= l.peakUtil > 0.999;
+  EXPECT_TRUE(sawFull);
+}
+
+TEST(SimFlow, StaggeredContentionIsExact) {
+  // Two messages of n and 3n bytes into one port: both at B/2 until the small one ends (2n/B),
+  // then the big one at B: it ends at 2n/B + 2n/B.
+  const auto t = load("flat:3");
+  plan::Plan p = simtest::transfers(3, {{0, 2}}, 1 << 16);
+  plan::Plan q = simtest::transfers(3, {{1, 2}}, 3 << 16);
+  p.ranks[1] = q.ranks[1];
+  auto& st = p.ranks[2].channels[0].steps[0].transfers;
+  st.push_back(q.ranks[2].channels[0].steps[0].transfers[0]);
+  const double n = (1 << 16) * 4.0;
+  const auto r = run(t, p);
+  EXPECT_NEAR(r.timeS, kAlpha + 4 * n / kBw, 1e-12);
+  EXPECT_NEAR(r.rankFinishS[0], kAlpha + 2 * n / kBw, 1e-12);
+}
+
+TEST(SimFlow, DmaEnginesBind) {
+  // 4 engines x 100 GB/s = 400 GB/s < the 1280 GB/s port: one message runs at 400 GB/s.
+  const auto t = load("flat:2", {"chip.dma_engines=4", "chip.dma_engine_GBps=100"});
+  const size_t count = 1 << 20;
+  const auto r = run(t, simtest::transfers(2, {{0, 1}}, count));
+  EXPECT_NEAR(r.timeS, kAlpha + count * 4.0 / 400e9, 1e-12);
+  // Two messages out of one chip share the engines (200 GB/s each), though each has its own
+  // destination port.
+  const auto t3 = load("flat:3", {"chip.dma_engines=4", "chip.dma_engine_GBps=100"});
+  const auto r2 = run(t3, simtest::transfers(3, {{0, 1}, {0, 2}}, count));
+  EXPECT_NEAR(r2.timeS, kAlpha + 2 * count * 4.0 / 400e9, 1e-12);
+}
+
+TEST(SimFlow, HbmBindsReductions) {
+  // HBM 500 GB/s, 2 bytes of HBM per reduced byte: reduce-on-arrival runs at 250 GB/s; a plain
+  // receive is not charged.
+  const auto t = load("flat:2", {"chip.hbm_GBps=500"});
+  const size_t count = 1 << 20;
+  const double n = count * 4.0;
+  EXPECT_NEAR(run(t, simtest::transfers(2, {{0, 1}}, count, true)).timeS, kAlpha + n / 250e9, 1e-12);
+  EXPECT_NEAR(run(t, simtest::transfers(2, {{0, 1}}, count, false)).timeS, kAlpha + n / kBw, 1e-12);
+  EXPECT_NEAR(run(t, simtest::transfers(2, {{0, 1}}, count, true), sim::Mode::Analytical).timeS,
+              kAlpha + n / 250e9, 1e-12);
+  // Two reductions into one chip from different sources share its HBM (125 GB/s each).
+  const auto t3 = load("flat:3", {"chip.hbm_GBps=500"});
+  EXPECT_NEAR(run(t3, simtest::transfers(3, {{0, 2}, {1, 2}}, count, true)).timeS,
+              kAlpha + 2 * n / 500e9 * 2, 1e-12);
+}
+
+TEST(SimFlow, RanksOfOneChipShareItsLinksAndEngines) {
+  // flat:2 with 2 ranks per chip: ranks 0,1 on chip 0 and 2,3 on chip 1.
+  const auto t = load("flat:2", {"ranks_per_chip=2"});
+  ASSERT_EQ(t.numRanks(), 4);
+  const size_t count = 1 << 20;
+  const double n = count * 4.0;
+  // 0->2 and 1->3 both cross chip 0's port: half the bandwidth each.
+  EXPECT_NEAR(run(t, simtest::transfers(4, {{0, 2}, {1, 3}}, count)).timeS, kAlpha + 2 * n / kBw,
+              1e-12);
+  // 0->1 stays on the chip: no link, no latency; with unlimited engines it is free.
+  EXPECT_NEAR(run(t, simtest::transfers(4, {{0, 1}}, count)).timeS, 0.0, 1e-15);
+  // With engines set, an on-chip transfer runs at the DMA rate, and shares it with a send out.
+  const auto e = load("flat:2", {"ranks_per_chip=2", "chip.dma_engines=10",
+                                 "chip.dma_engine_GBps=100"});
+  EXPECT_NEAR(run(e, simtest::transfers(4, {{0, 1}}, count)).timeS, n / 1000e9, 1e-12);
+  EXPECT_NEAR(run(e, simtest::transfers(4, {{0, 1}, {0, 2}}, count)).timeS, kAlpha + n / 500e9,
+              1e-12);
+}
+
+TEST(SimFlow, PipelinedChainBroadcast) {
+  // p-1 hops, L slices: (p-1+L-1) (alpha + n/(L B)).
+  const int p = 5;
+  const auto t = load("flat:5");
+  const size_t count = 1 << 20;
+  const double n = count * 4.0;
+  const auto r1 = run(t, simtest::chainBroadcast(p, count));
+  EXPECT_EQ(r1.loops, 1);
+  EXPECT_NEAR(r1.timeS, (p - 1) * (kAlpha + n / kBw), 1e-12);
+  const auto r8 = run(t, simtest::chainBroadcast(p, count), sim::Mode::Flow, n / 8);
+  EXPECT_EQ(r8.loops, 8);
+  EXPECT_NEAR(r8.timeS, (p - 1 + 8 - 1) * (kAlpha + n / 8 / kBw), 1e-12);
+  const auto a8 = run(t, simtest::chainBroadcast(p, count), sim::Mode::Analytical, n / 8);
+  EXPECT_NEAR(a8.timeS, r8.timeS, 1e-12);
+}
+
+TEST(SimFlow, UnmatchedPlanIsAnError) {
+  const auto t = load("flat:2");
+  plan::Plan p = simtest::transfers(2, {{0, 1}}, 16);
+  p.ranks[1].channels[0].steps[0].transfers.clear();
+  sim::Result r;
+  std::string err;
+  EXPECT_EQ(sim::simulate(t, p, {}, &r, &err), Status::InvalidArgument);
+  EXPECT_NE(err.find("unmatched"), std::string::npos) << err;
+}
+
+TEST(SimFlow, TraceHasEveryTransfer) {
+  const auto t = load("flat:4");
+  sim::Options o;
+  o.trace = true;
+  sim::Result r;
+  std::string err;
+  ASSERT_EQ(sim::simulate(t, simtest::ringAllReduce(4, 4096), o, &r, &err), Status::Success);
+  EXPECT_EQ(r.trace.size(), 4u * 6u);
+  const std::string path = ::testing::TempDir() + "/sim_trace.json";
+  ASSERT_EQ(sim::writeChromeTrace(t, r, path, &err), Status::Success) << err;
+}
+
+TEST(SimFlow, FlowModelIncremental) {
+  const auto t = load("flat:3");
+  sim::FlowModel m(t);
+  const double n = 1e6;
+  const auto a = m.add(0, 2, n, 0.0);
+  const auto b = m.add(1, 2, n, 0.0);
+  EXPECT_NEAR(m.finishTime(a), kAlpha + 2 * n / kBw, 1e-12);
+  EXPECT_NEAR(m.finishTime(b), kAlpha + 2 * n / kBw, 1e-12);
+  // A lone later transfer sees the whole link.
+  const auto c = m.add(0, 1, n, 1.0);
+  EXPECT_NEAR(m.finishTime(c), 1.0 + kAlpha + n / kBw, 1e-12);
+  EXPECT_NEAR(m.latencyS(0, 1), kAlpha, 1e-15);
+  EXPECT_NEAR(m.bottleneckBps(0, 1), kBw, 1e-3);
+}
+
+}  // namespace

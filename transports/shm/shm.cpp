@@ -1,0 +1,373 @@
+#include "transports/shm/shm.hpp"
+
+#include <sched.h>
+#include <sys/mman.h>
+
+#include <algorithm>
+#include <cinttypes>
+#include <cstring>
+
+#include "transports/shm/shm_internal.hpp"
+#include "util/futex.hpp"
+#include "util/log.hpp"
+
+namespace nlccl::transport {
+
+namespace {
+
+constexpr auto kCheckInterval = std::chrono::milliseconds(50);
+
+void complete(Request* req, Status s) {
+  req->status = s;
+  req->done.store(true, std::memory_order_release);
+}
+
+}  // namespace
+
+ShmTransport::~ShmTransport() {
+  std::lock_guard<std::mutex> lock(mu_);
+  peers_.clear();  // unmaps
+  own_.unmap();
+  if (!ownName_.empty()) shm_unlink(ownName_.c_str());  // normally gone already (ENOENT)
+}
+
+void ShmTransport::deliver(const RecvOp& r, size_t offset, const char* src, size_t bytes) {
+  if (bytes == 0) return;
+  if (r.reduce)
+    r.reducer.fn(r.buf + offset, src, bytes / r.reducer.elemSize);
+  else
+    std::memcpy(r.buf + offset, src, bytes);
+}
+
+Status ShmTransport::postSend(int peer, uint64_t tag, const void* buf, size_t bytes, Request* req) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (failed_ != Status::Success) {
+    complete(req, failed_);
+    return failed_;
+  }
+  if (peer < 0 || peer >= nranks_ || (bytes > 0 && !buf)) {
+    WARN("shm: rank %d: invalid send (peer %d of %d, %zu bytes from %p)", rank_, peer, nranks_,
+         bytes, buf);
+    complete(req, Status::InvalidArgument);
+    return Status::InvalidArgument;
+  }
+  SendOp op{tag, static_cast<const char*>(buf), bytes, 0, false, req};
+  if (peer == rank_) {
+    selfSends_.push_back(op);
+    matchSelf();
+    return Status::Success;
+  }
+  Peer& p = peers_[static_cast<size_t>(peer)];
+  p.sends.push_back(op);
+  if (p.gone != Gone::No) return Status::Success;  // progress() reports it
+  Status s = pump(peer);                           // eager: copy into free slots right away
+  if (s != Status::Success) failAll(s);
+  return s;
+}
+
+Status ShmTransport::postRecv(int peer, uint64_t tag, void* buf, size_t bytes,
+                              const Reducer* reducer, Request* req) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (failed_ != Status::Success) {
+    complete(req, failed_);
+    return failed_;
+  }
+  if (peer < 0 || peer >= nranks_ || (bytes > 0 && !buf) ||
+      (reducer && (!reducer->fn || reducer->elemSize == 0 || bytes % reducer->elemSize != 0))) {
+    WARN("shm: rank %d: invalid receive (peer %d of %d, %zu bytes into %p%s)", rank_, peer, nranks_,
+         bytes, buf, reducer ? ", with reducer" : "");
+    complete(req, Status::InvalidArgument);
+    return Status::InvalidArgument;
+  }
+  RecvOp r{tag, static_cast<char*>(buf), bytes, reducer ? *reducer : Reducer{}, reducer != nullptr,
+           req};
+  if (peer == rank_) {
+    selfRecvs_.push_back(r);
+    matchSelf();
+    return Status::Success;
+  }
+  Peer& p = peers_[static_cast<size_t>(peer)];
+  // Messages already moved out of the FIFO are older than anything still in it.
+  auto it = std::find_if(p.unexpected.begin(), p.unexpected.end(),
+                         [&](const Unexpected& u) { return u.tag == tag; });
+  if (it == p.unexpected.end()) {
+    p.posted.push_back(r);
+    Status s = drain(peer);  // the message may be waiting at the FIFO's head
+    if (s != Status::Success) failAll(s);
+    return s;
+  }
+  bool inProgress = !it->complete;  // then it is the back, and p.cur == Target::Unexpected
+  if (it->total != bytes) {
+    WARN("shm: rank %d: message size mismatch from rank %d (tag 0x%" PRIx64
+         "): sender posted %zu bytes, receiver expects %zu",
+         rank_, peer, tag, it->total, bytes);
+    complete(req, Status::InvalidUsage);
+    if (inProgress) p.cur = Target::Discard;
+  } else {
+    deliver(r, 0, it->data.get(), it->have);
+    if (inProgress) {
+      p.cur = Target::Recv;  // the rest goes straight from the slots into the buffer
+      p.curRecv = r;
+    } else {
+      complete(req, Status::Success);
+    }
+  }
+  p.unexpected.erase(it);
+  return Status::Success;
+}
+
+void ShmTransport::matchSelf() {
+  while (true) {
+    bool matched = false;
+    for (auto s = selfSends_.begin(); s != selfSends_.end() && !matched; ++s)
+      for (auto r = selfRecvs_.begin(); r != selfRecvs_.end(); ++r) {
+        if (r->tag != s->tag) continue;
+        Status st = Status::Success;
+        if (r->bytes != s->bytes) {
+          WARN("shm: rank %d: message size mismatch to itself: sent %zu bytes, expected %zu", rank_,
+               s->bytes, r->bytes);
+          st = Status::InvalidUsage;
+        } else if (r->buf != s->buf) {
+          deliver(*r, 0, s->buf, s->bytes);
+        }
+        complete(s->req, st);
+        complete(r->req, st);
+        selfSends_.erase(s);
+        selfRecvs_.erase(r);
+        matched = true;
+        break;
+      }
+    if (!matched) return;
+  }
+}
+
+Status ShmTransport::pump(int dst) {
+  Peer& p = peers_[static_cast<size_t>(dst)];
+  if (p.sends.empty()) return Status::Success;
+  const shm::Segment& seg = p.seg;
+  shm::RingControl* rc = seg.ring(rank_);
+  const uint64_t slots = seg.slots(), slotBytes = seg.slotBytes();
+  uint64_t head = rc->head.load(std::memory_order_relaxed);  // only we write it
+  uint64_t tail = rc->tail.load(std::memory_order_acquire);
+  while (!p.sends.empty()) {
+    SendOp& op = p.sends.front();
+    while (op.sent < op.bytes || !op.started) {
+      if (head - tail >= slots) {
+        tail = rc->tail.load(std::memory_order_acquire);
+        if (head - tail >= slots) return Status::Success;  // full: the receiver rings us on free
+      }
+      size_t n = std::min<size_t>(slotBytes, op.bytes - op.sent);
+      shm::SlotHeader* h = seg.slotHeader(rank_, head);
+      h->tag = op.tag;
+      h->total = op.bytes;
+      h->offset = op.sent;
+      h->bytes = n;
+      if (n) std::memcpy(seg.slotPayload(rank_, head), op.buf + op.sent, n);
+      ++head;
+      rc->head.store(head, std::memory_order_release);
+      seg.ringDoorbell();
+      op.sent += n;
+      op.started = true;
+    }
+    complete(op.req, Status::Success);  // eager: the data is in the peer's slots
+    p.sends.pop_front();
+  }
+  return Status::Success;
+}
+
+Status ShmTransport::drain(int src) {
+  Peer& p = peers_[static_cast<size_t>(src)];
+  shm::RingControl* rc = own_.ring(src);
+  const uint64_t slotBytes = own_.slotBytes();
+  uint64_t tail = rc->tail.load(std::memory_order_relaxed);  // only we write it
+  uint64_t head = rc->head.load(std::memory_order_acquire);
+  while (tail != head) {
+    const shm::SlotHeader h = *own_.slotHeader(src, tail);  // copy: the peer owns the memory
+    const char* payload = own_.slotPayload(src, tail);
+    bool sane = h.bytes <= slotBytes && h.offset <= h.total && h.bytes <= h.total - h.offset;
+    if (p.cur == Target::None) {
+      sane = sane && h.offset == 0;
+      if (!sane) break;
+      auto it = std::find_if(p.posted.begin(), p.posted.end(),
+                             [&](const RecvOp& r) { return r.tag == h.tag; });
+      if (it != p.posted.end()) {
+        RecvOp r = *it;
+        p.posted.erase(it);
+        if (r.bytes != h.total) {
+          WARN("shm: rank %d: message size mismatch from rank %d (tag 0x%" PRIx64
+               "): sender posted %" PRIu64 " bytes, receiver expects %zu",
+               rank_, src, h.tag, h.total, r.bytes);
+          complete(r.req, Status::InvalidUsage);
+          p.cur = Target::Discard;
+        } else {
+          p.cur = Target::Recv;
+          p.curRecv = r;
+        }
+      } else {
+        // No receive for it yet. It stays in its slot (the sender just waits for space) unless
+        // a posted receive may be waiting behind it: then it moves out so the FIFO flows.
+        if (p.posted.empty()) break;
+        if (head - tail == 1) head = rc->head.load(std::memory_order_acquire);
+        if (head - tail == 1) break;  // nothing behind it yet
+        p.unexpected.push_back(
+            Unexpected{h.tag, h.total, 0, false, std::unique_ptr<char[]>(new char[h.total + 1])});
+        p.cur = Target::Unexpected;
+      }
+      p.curTag = h.tag;
+      p.curTotal = h.total;
+      p.curNext = 0;
+    } else if (!sane || h.offset != p.curNext || h.tag != p.curTag || h.total != p.curTotal) {
+      sane = false;
+      break;
+    }
+    switch (p.cur) {
+      case Target::Recv:
+        deliver(p.curRecv, h.offset, payload, h.bytes);
+        break;
+      case Target::Unexpected: {
+        Unexpected& u = p.unexpected.back();
+        if (h.bytes) std::memcpy(u.data.get() + h.offset, payload, h.bytes);
+        u.have += h.bytes;
+        break;
+      }
+      default:
+        break;
+    }
+    p.curNext += h.bytes;
+    ++tail;
+    rc->tail.store(tail, std::memory_order_release);
+    p.seg.ringDoorbell();  // the sender may be waiting for a free slot
+    if (p.curNext == p.curTotal) {
+      if (p.cur == Target::Recv)
+        complete(p.curRecv.req, Status::Success);
+      else if (p.cur == Target::Unexpected)
+        p.unexpected.back().complete = true;
+      p.cur = Target::None;
+    }
+    if (tail == head) head = rc->head.load(std::memory_order_acquire);
+    continue;
+  }
+  if (tail != head) {
+    // Stopped early: either a message waits for its receive (fine) or the header was bad.
+    const shm::SlotHeader h = *own_.slotHeader(src, tail);
+    bool waiting =
+        p.cur == Target::None && h.offset == 0 && h.bytes <= slotBytes && h.bytes <= h.total;
+    if (!waiting) {
+      WARN("shm: rank %d: corrupt fragment from rank %d (tag 0x%" PRIx64 ", offset %" PRIu64
+           ", %" PRIu64 " of %" PRIu64 " bytes)",
+           rank_, src, h.tag, h.offset, h.bytes, h.total);
+      return Status::InternalError;
+    }
+  }
+  return Status::Success;
+}
+
+Status ShmTransport::checkPeers() {
+  if (health_) {
+    Status s = health_();
+    if (s != Status::Success) {
+      WARN("shm: rank %d: health check failed (%s)", rank_, statusName(s));
+      return s;
+    }
+  }
+  for (int p = 0; p < nranks_; ++p) {
+    Peer& peer = peers_[static_cast<size_t>(p)];
+    if (p == rank_ || peer.gone != Gone::No || !peer.seg.valid()) continue;
+    if (shm::processDead(peer.pid, peer.startTime)) {
+      INFO(log::kShm, "shm: rank %d: peer rank %d (pid %d) is gone", rank_, p,
+           static_cast<int>(peer.pid));
+      peer.gone = Gone::Died;
+    }
+  }
+  return Status::Success;
+}
+
+// A peer that exited (or aborted) after its last send is no error: its data sits in our own
+// segment. It is one as soon as something still needs that peer.
+Status ShmTransport::checkGone(int p) {
+  const Peer& peer = peers_[static_cast<size_t>(p)];
+  if (peer.gone == Gone::No) return Status::Success;
+  bool pending = !peer.sends.empty() || !peer.posted.empty() || peer.cur == Target::Recv ||
+                 peer.cur == Target::Discard;
+  if (!pending) return Status::Success;
+  if (peer.gone == Gone::Died)
+    WARN("shm: rank %d: peer rank %d (pid %d) died; failing all pending operations", rank_, p,
+         static_cast<int>(peer.pid));
+  else
+    WARN("shm: rank %d: peer rank %d aborted (%s); failing all pending operations", rank_, p,
+         statusName(static_cast<Status>(peer.seg.header()->aborted.load())));
+  return Status::RemoteError;
+}
+
+Status ShmTransport::progress() {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (failed_ != Status::Success) return failed_;
+  Status s = Status::Success;
+  auto now = std::chrono::steady_clock::now();
+  if (now >= nextCheck_) {
+    nextCheck_ = now + kCheckInterval;
+    s = checkPeers();
+  }
+  for (int p = 0; p < nranks_ && s == Status::Success; ++p) {
+    if (p == rank_) continue;
+    Peer& peer = peers_[static_cast<size_t>(p)];
+    // The abort flag is checked on every call: it is one load and lets abort() act at once.
+    if (peer.gone == Gone::No && peer.seg.header()->aborted.load() != 0) peer.gone = Gone::Aborted;
+    s = drain(p);
+    if (s == Status::Success && peer.gone == Gone::No) s = pump(p);
+    if (s == Status::Success) s = checkGone(p);
+  }
+  if (s != Status::Success) failAll(s);
+  return s;
+}
+
+uint32_t ShmTransport::activityEpoch() {
+  return own_.header()->epoch.load(std::memory_order_acquire);
+}
+
+void ShmTransport::waitActivity(uint32_t seen, std::chrono::nanoseconds timeout) {
+  shm::SegmentHeader* h = own_.header();
+  for (int i = 0; i < 128; ++i)
+    if (h->epoch.load(std::memory_order_acquire) != seen) return;
+  for (int i = 0; i < 4; ++i) {
+    sched_yield();
+    if (h->epoch.load(std::memory_order_acquire) != seen) return;
+  }
+  // Bounded so that the caller's progress() keeps checking the peers' liveness.
+  timeout = std::min<std::chrono::nanoseconds>(timeout, kCheckInterval);
+  h->sleepers.fetch_add(1);  // seq_cst: pairs with ringDoorbell
+  futexWait(&h->epoch, seen, timeout, true);
+  h->sleepers.fetch_sub(1);
+}
+
+void ShmTransport::failAll(Status why) {
+  if (failed_ == Status::Success) failed_ = why;
+  for (Peer& p : peers_) {
+    for (SendOp& op : p.sends) complete(op.req, why);
+    for (RecvOp& r : p.posted) complete(r.req, why);
+    if (p.cur == Target::Recv) complete(p.curRecv.req, why);
+    p.sends.clear();
+    p.posted.clear();
+    p.unexpected.clear();
+    p.cur = Target::None;
+  }
+  for (SendOp& op : selfSends_) complete(op.req, why);
+  for (RecvOp& r : selfRecvs_) complete(r.req, why);
+  selfSends_.clear();
+  selfRecvs_.clear();
+  if (own_.valid()) own_.ringDoorbell();  // wake our own waiters
+}
+
+void ShmTransport::abort(Status why) {
+  if (why == Status::Success) why = Status::InternalError;
+  std::lock_guard<std::mutex> lock(mu_);
+  failAll(why);
+  if (!own_.valid()) return;
+  // Tell the peers, so they fail at once instead of waiting for their timeout.
+  int expected = 0;
+  own_.header()->aborted.compare_exchange_strong(expected, static_cast<int>(why));
+  for (Peer& p : peers_)
+    if (p.seg.valid()) p.seg.ringDoorbell();
+}
+
+}  // namespace nlccl::transport

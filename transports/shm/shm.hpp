@@ -1,0 +1,139 @@
+// Shared-memory transport: ranks are processes on one host (DESIGN.md section 5).
+//
+// Every rank owns one POSIX shared-memory segment holding its doorbell and one FIFO of fixed-size
+// slots per sending peer (see shm_segment.hpp). A message is cut into slot-sized fragments, each
+// with a (tag, total bytes, offset) header; the sender copies fragments in, the receiver copies or
+// reduces them straight out of the slot into the destination. Messages to one peer enter its FIFO
+// in posting order.
+//
+// Unexpected messages: a message at a FIFO's head with no posted receive stays in its slots (the
+// sender waits for space: back-pressure, no extra copy) as long as no other receive from that peer
+// is posted. Once one is, the receive's data may be queued behind it, so fragments without a
+// receive are copied into a per-peer unexpected queue until the FIFO reaches a matching one (a
+// lone fragment at the head stays put: the sender still has slots-1 free). So, whatever order the
+// engine posts in, a posted receive always gets its data, and the unexpected queue holds at most
+// what the sender has sent ahead of the receives that are waiting for later data.
+//
+// Waiting: waitActivity spins briefly, yields, then sleeps on the segment's futex word; peers ring
+// it when they write a slot for us or free a slot we wrote. Failure: progress() checks the peers'
+// processes every ~50 ms (kill(pid, 0), zombie state and start time in /proc) and the health
+// callback. A peer that died or aborted is an error (RemoteError on every pending operation) as
+// soon as anything still needs it; one that exited after its last send is not (its data is here).
+//
+// Tuning (read at create, per rank; each segment records its own geometry):
+//   NLCCL_SHM_SLOT_BYTES  payload bytes per slot (default 512K; K/M suffixes; rounded to 4 KiB)
+//   NLCCL_SHM_SLOTS       slots per FIFO (default 8, at least 2)
+#pragma once
+
+#include <sys/types.h>
+
+#include <chrono>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "transports/shm/shm_segment.hpp"
+#include "transports/transport.hpp"
+
+namespace nlccl::transport {
+
+class ShmTransport final : public Transport {
+ public:
+  /// Exchanges `bytes` from every rank: all[r * bytes ...] receives rank r's blob.
+  using AllGatherFn = std::function<Status(const void* mine, size_t bytes, void* all)>;
+
+  /// Collective: every rank of the group calls it. Creates this rank's segment, exchanges names
+  /// through `allGather`, maps every peer's segment and waits (up to `timeout`) until every peer
+  /// has mapped this rank's; the names are unlinked by then, so nothing stays in /dev/shm even if
+  /// a process is killed later. `health` (may be empty) is polled from progress() every ~50 ms;
+  /// a non-success result fails all operations with that status.
+  static Status create(int rank, int nranks, const AllGatherFn& allGather,
+                       std::chrono::milliseconds timeout, std::function<Status()> health,
+                       std::unique_ptr<ShmTransport>* out);
+  ~ShmTransport() override;
+
+  const char* name() const override { return "shm"; }
+  int rank() const override { return rank_; }
+  int nranks() const override { return nranks_; }
+  Status postSend(int peer, uint64_t tag, const void* buf, size_t bytes, Request* req) override;
+  Status postRecv(int peer, uint64_t tag, void* buf, size_t bytes, const Reducer* reducer,
+                  Request* req) override;
+  Status progress() override;
+  uint32_t activityEpoch() override;
+  void waitActivity(uint32_t seen, std::chrono::nanoseconds timeout) override;
+  void abort(Status why) override;
+
+  /// Payload bytes per slot and slots per FIFO of this rank's incoming FIFOs.
+  uint64_t slotBytes() const { return own_.slotBytes(); }
+  uint32_t slots() const { return own_.slots(); }
+
+ private:
+  struct SendOp {
+    uint64_t tag;
+    const char* buf;
+    size_t bytes;
+    size_t sent;
+    bool started;  // a zero-byte message still takes one fragment
+    Request* req;
+  };
+  struct RecvOp {
+    uint64_t tag;
+    char* buf;
+    size_t bytes;
+    Reducer reducer;
+    bool reduce;
+    Request* req;
+  };
+  struct Unexpected {
+    uint64_t tag;
+    size_t total;
+    size_t have;  // bytes received so far (fragments arrive in order)
+    bool complete;
+    std::unique_ptr<char[]> data;
+  };
+  enum class Target { None, Recv, Unexpected, Discard };
+  enum class Gone { No, Died, Aborted };
+  struct Peer {
+    shm::Segment seg;  // the peer's segment: we write our fragments into its FIFO from us
+    pid_t pid = 0;
+    uint64_t startTime = 0;
+    Gone gone = Gone::No;
+    std::deque<SendOp> sends;
+    std::deque<RecvOp> posted;
+    std::deque<Unexpected> unexpected;  // the in-progress one, if any, is the back
+    Target cur = Target::None;          // where the message at our FIFO's head goes
+    RecvOp curRecv{};
+    uint64_t curTag = 0;
+    size_t curTotal = 0;
+    size_t curNext = 0;  // next expected fragment offset
+  };
+
+  ShmTransport(int rank, int nranks, std::chrono::milliseconds timeout,
+               std::function<Status()> health);
+  Status setup(const AllGatherFn& allGather);
+  Status drain(int src);  // consumes arrived fragments from `src`
+  Status pump(int dst);   // writes queued fragments for `dst`
+  void deliver(const RecvOp& r, size_t offset, const char* src, size_t bytes);
+  void matchSelf();
+  Status checkPeers();      // health callback; marks dead peers
+  Status checkGone(int p);  // RemoteError if a gone peer is still needed
+  void failAll(Status why);
+
+  int rank_;
+  int nranks_;
+  std::chrono::milliseconds timeout_;
+  std::function<Status()> health_;
+  std::string ownName_;
+  shm::Segment own_;
+  std::vector<Peer> peers_;
+  std::deque<SendOp> selfSends_;  // messages to ourselves match locally
+  std::deque<RecvOp> selfRecvs_;
+  std::mutex mu_;
+  Status failed_ = Status::Success;
+  std::chrono::steady_clock::time_point nextCheck_;
+};
+
+}  // namespace nlccl::transport

@@ -1,0 +1,184 @@
+#include "transports/shm/shm_segment.hpp"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <new>
+
+#include "util/futex.hpp"
+#include "util/log.hpp"
+
+namespace nlccl::transport::shm {
+
+namespace {
+
+constexpr size_t kPage = 4096;
+
+size_t roundUp(size_t v, size_t a) { return (v + a - 1) / a * a; }
+
+size_t ctrlStrideFor(uint32_t slots) {
+  return roundUp(sizeof(RingControl) + size_t{slots} * sizeof(SlotHeader), kCacheLine);
+}
+
+// Header, then one control block per source, then the payloads (page aligned, so large copies
+// start on page boundaries).
+size_t payloadOffsetFor(int nranks, uint32_t slots) {
+  size_t rings = nranks > 1 ? static_cast<size_t>(nranks - 1) : 0;
+  return roundUp(sizeof(SegmentHeader) + rings * ctrlStrideFor(slots), kPage);
+}
+
+}  // namespace
+
+size_t Segment::sizeFor(int nranks, uint32_t slots, uint64_t slotBytes) {
+  size_t rings = nranks > 1 ? static_cast<size_t>(nranks - 1) : 0;
+  return payloadOffsetFor(nranks, slots) + rings * slots * slotBytes;
+}
+
+Segment& Segment::operator=(Segment&& o) noexcept {
+  if (this != &o) {
+    unmap();
+    base_ = o.base_;
+    size_ = o.size_;
+    nranks_ = o.nranks_;
+    owner_ = o.owner_;
+    ctrlStride_ = o.ctrlStride_;
+    payloadOffset_ = o.payloadOffset_;
+    o.base_ = nullptr;
+    o.size_ = 0;
+  }
+  return *this;
+}
+
+void Segment::unmap() {
+  if (base_) munmap(base_, size_);
+  base_ = nullptr;
+  size_ = 0;
+}
+
+Status Segment::create(const std::string& name, int nranks, int owner, uint32_t slots,
+                       uint64_t slotBytes, Segment* out) {
+  size_t size = sizeFor(nranks, slots, slotBytes);
+  int fd = shm_open(name.c_str(), O_RDWR | O_CREAT | O_EXCL, 0600);
+  if (fd < 0) {
+    WARN("shm: rank %d: shm_open(%s) failed: %s", owner, name.c_str(), strerror(errno));
+    return Status::SystemError;
+  }
+  // posix_fallocate, unlike ftruncate, reserves the pages now: a full /dev/shm fails here with a
+  // message instead of a SIGBUS on first touch in the middle of a collective.
+  int rc = posix_fallocate(fd, 0, static_cast<off_t>(size));
+  if (rc != 0) {
+    WARN("shm: rank %d: cannot allocate %zu bytes for %s in /dev/shm: %s", owner, size,
+         name.c_str(), strerror(rc));
+    close(fd);
+    shm_unlink(name.c_str());
+    return Status::SystemError;
+  }
+  void* p = mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  int err = errno;
+  close(fd);
+  if (p == MAP_FAILED) {
+    WARN("shm: rank %d: mmap of %s (%zu bytes) failed: %s", owner, name.c_str(), size,
+         strerror(err));
+    shm_unlink(name.c_str());
+    return Status::SystemError;
+  }
+  auto* h = new (p) SegmentHeader();
+  h->magic = 0;  // published last
+  h->nranks = static_cast<uint32_t>(nranks);
+  h->owner = static_cast<uint32_t>(owner);
+  h->slots = slots;
+  h->slotBytes = slotBytes;
+  h->totalBytes = size;
+  h->epoch.store(0);
+  h->sleepers.store(0);
+  h->mapped.store(0);
+  h->aborted.store(0);
+  Segment s;
+  s.base_ = static_cast<char*>(p);
+  s.size_ = size;
+  s.nranks_ = nranks;
+  s.owner_ = owner;
+  s.ctrlStride_ = ctrlStrideFor(slots);
+  s.payloadOffset_ = payloadOffsetFor(nranks, slots);
+  for (int src = 0; src < nranks; ++src) {
+    if (src == owner) continue;
+    RingControl* rc2 = new (s.ring(src)) RingControl();
+    rc2->head.store(0);
+    rc2->tail.store(0);
+  }
+  std::atomic_thread_fence(std::memory_order_release);
+  h->magic = kSegmentMagic;
+  *out = std::move(s);
+  return Status::Success;
+}
+
+Status Segment::open(const std::string& name, int nranks, int owner, Segment* out) {
+  int fd = shm_open(name.c_str(), O_RDWR, 0);
+  if (fd < 0) {
+    WARN("shm: cannot open rank %d's segment %s: %s", owner, name.c_str(), strerror(errno));
+    return Status::SystemError;
+  }
+  struct stat st;
+  if (fstat(fd, &st) != 0 || st.st_size < static_cast<off_t>(sizeof(SegmentHeader))) {
+    WARN("shm: rank %d's segment %s is truncated", owner, name.c_str());
+    close(fd);
+    return Status::SystemError;
+  }
+  size_t size = static_cast<size_t>(st.st_size);
+  void* p = mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  int err = errno;
+  close(fd);
+  if (p == MAP_FAILED) {
+    WARN("shm: mmap of rank %d's segment %s failed: %s", owner, name.c_str(), strerror(err));
+    return Status::SystemError;
+  }
+  Segment s;
+  s.base_ = static_cast<char*>(p);
+  s.size_ = size;
+  auto* h = s.header();
+  std::atomic_thread_fence(std::memory_order_acquire);
+  if (h->magic != kSegmentMagic || h->nranks != static_cast<uint32_t>(nranks) ||
+      h->owner != static_cast<uint32_t>(owner) || h->slots < 2 || h->slotBytes == 0 ||
+      h->totalBytes != size || sizeFor(nranks, h->slots, h->slotBytes) != size) {
+    WARN("shm: segment %s does not look like rank %d's of %d ranks", name.c_str(), owner, nranks);
+    return Status::InternalError;
+  }
+  s.nranks_ = nranks;
+  s.owner_ = owner;
+  s.ctrlStride_ = ctrlStrideFor(h->slots);
+  s.payloadOffset_ = payloadOffsetFor(nranks, h->slots);
+  *out = std::move(s);
+  return Status::Success;
+}
+
+size_t Segment::ringIndex(int src) const {
+  return static_cast<size_t>(src < owner_ ? src : src - 1);
+}
+
+RingControl* Segment::ring(int src) const {
+  return reinterpret_cast<RingControl*>(base_ + sizeof(SegmentHeader) +
+                                        ringIndex(src) * ctrlStride_);
+}
+
+SlotHeader* Segment::slotHeader(int src, uint64_t index) const {
+  auto* first =
+      reinterpret_cast<SlotHeader*>(reinterpret_cast<char*>(ring(src)) + sizeof(RingControl));
+  return first + index % slots();
+}
+
+char* Segment::slotPayload(int src, uint64_t index) const {
+  size_t perRing = size_t{slots()} * slotBytes();
+  return base_ + payloadOffset_ + ringIndex(src) * perRing + (index % slots()) * slotBytes();
+}
+
+void Segment::ringDoorbell() const {
+  SegmentHeader* h = header();
+  h->epoch.fetch_add(1);  // seq_cst: pairs with the waiter's sleepers increment (Dekker)
+  if (h->sleepers.load() > 0) futexWakeAll(&h->epoch, true);
+}
+
+}  // namespace nlccl::transport::shm

@@ -1,0 +1,88 @@
+// The shared-memory segment of one receiving rank (DESIGN.md section 5): a header with the rank's
+// doorbell (the futex word its waits block on), then one FIFO of fixed-size slots per sending peer.
+//
+// One segment per receiving rank, not per pair: a rank blocks on a single futex word whatever peer
+// it waits for (a thread cannot sleep on several futexes), senders ring that word after writing a
+// slot and receivers ring the sender's word after freeing one. It also means n segments, not n^2.
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include "util/status.hpp"
+
+namespace nlccl::transport::shm {
+
+constexpr uint64_t kSegmentMagic = 0x316d68736c63636eull;  // "nlcclshm1"
+constexpr size_t kCacheLine = 64;
+
+/// Describes one fragment; written by the sender before it publishes the slot.
+struct SlotHeader {
+  uint64_t tag;
+  uint64_t total;   ///< bytes of the whole message
+  uint64_t offset;  ///< where this fragment starts in the message
+  uint64_t bytes;   ///< bytes in this fragment's payload
+};
+
+/// Single-producer single-consumer FIFO control: counters only grow, slot = index % slots.
+struct RingControl {
+  alignas(kCacheLine) std::atomic<uint64_t> head;  ///< fragments published (sender writes)
+  alignas(kCacheLine) std::atomic<uint64_t> tail;  ///< fragments consumed (receiver writes)
+};
+
+struct alignas(kCacheLine) SegmentHeader {
+  uint64_t magic;
+  uint32_t nranks;
+  uint32_t owner;  ///< the receiving rank
+  uint32_t slots;
+  uint32_t pad;
+  uint64_t slotBytes;
+  uint64_t totalBytes;
+  alignas(kCacheLine) std::atomic<uint32_t> epoch;   ///< doorbell: bumped on every event
+  std::atomic<uint32_t> sleepers;                    ///< owner threads blocked on `epoch`
+  alignas(kCacheLine) std::atomic<uint32_t> mapped;  ///< peers that have mapped the segment
+  std::atomic<int32_t> aborted;                      ///< owner's abort status, 0 while healthy
+};
+
+/// One mapping of a segment (own or a peer's). Movable, unmaps on destruction.
+class Segment {
+ public:
+  Segment() = default;
+  Segment(Segment&& o) noexcept { *this = std::move(o); }
+  Segment& operator=(Segment&& o) noexcept;
+  ~Segment() { unmap(); }
+
+  /// Creates (O_EXCL, mode 0600), sizes and maps a new segment named `name` ("/nlccl-...").
+  static Status create(const std::string& name, int nranks, int owner, uint32_t slots,
+                       uint64_t slotBytes, Segment* out);
+  /// Maps an existing segment and checks its header against `nranks` / `owner`.
+  static Status open(const std::string& name, int nranks, int owner, Segment* out);
+  /// Bytes needed for a segment of this geometry.
+  static size_t sizeFor(int nranks, uint32_t slots, uint64_t slotBytes);
+
+  void unmap();
+  bool valid() const { return base_ != nullptr; }
+  SegmentHeader* header() const { return reinterpret_cast<SegmentHeader*>(base_); }
+  uint32_t slots() const { return header()->slots; }
+  uint64_t slotBytes() const { return header()->slotBytes; }
+  /// The FIFO that carries messages from `src` to this segment's owner.
+  RingControl* ring(int src) const;
+  SlotHeader* slotHeader(int src, uint64_t index) const;
+  char* slotPayload(int src, uint64_t index) const;
+
+  /// Bumps the doorbell and wakes the owner if it sleeps.
+  void ringDoorbell() const;
+
+ private:
+  size_t ringIndex(int src) const;
+  char* base_ = nullptr;
+  size_t size_ = 0;
+  int nranks_ = 0;
+  int owner_ = 0;
+  size_t ctrlStride_ = 0;  // RingControl + slot headers, per source
+  size_t payloadOffset_ = 0;
+};
+
+}  // namespace nlccl::transport::shm

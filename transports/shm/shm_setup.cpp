@@ -1,0 +1,245 @@
+// ShmTransport construction: segment geometry from the environment, the name exchange, mapping
+// the peers' segments and the unlink handshake; plus the peer liveness probe.
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cinttypes>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <random>
+
+#include "transports/shm/shm.hpp"
+#include "transports/shm/shm_internal.hpp"
+#include "util/futex.hpp"
+#include "util/log.hpp"
+
+namespace nlccl::transport {
+
+namespace {
+
+constexpr uint64_t kBlobMagic = 0x626f6c626d687331ull;
+constexpr uint64_t kDefaultSlotBytes = 512 * 1024;
+constexpr uint32_t kDefaultSlots = 8;
+
+/// What each rank publishes through the setup all-gather.
+struct SetupBlob {
+  uint64_t magic;
+  int32_t rank;
+  int32_t pid;
+  uint64_t startTime;
+  char name[64];
+};
+
+// "512K", "4M", "65536" -> bytes; 0 when unparsable.
+uint64_t parseSize(const char* s) {
+  char* end = nullptr;
+  unsigned long long v = strtoull(s, &end, 10);
+  if (end == s) return 0;
+  switch (*end) {
+    case 'k':
+    case 'K':
+      v <<= 10;
+      ++end;
+      break;
+    case 'm':
+    case 'M':
+      v <<= 20;
+      ++end;
+      break;
+    case 'g':
+    case 'G':
+      v <<= 30;
+      ++end;
+      break;
+    default:
+      break;
+  }
+  if (*end == 'i' || *end == 'B' || *end == 'b') ++end;
+  if (*end == 'B') ++end;
+  return *end == '\0' ? v : 0;
+}
+
+void geometryFromEnv(uint32_t* slots, uint64_t* slotBytes) {
+  *slots = kDefaultSlots;
+  *slotBytes = kDefaultSlotBytes;
+  if (const char* e = getenv("NLCCL_SHM_SLOT_BYTES")) {
+    uint64_t v = parseSize(e);
+    if (v == 0)
+      WARN("shm: ignoring NLCCL_SHM_SLOT_BYTES=%s (expected bytes, e.g. 512K)", e);
+    else
+      *slotBytes = std::clamp<uint64_t>((v + 4095) / 4096 * 4096, 4096, uint64_t{1} << 30);
+  }
+  if (const char* e = getenv("NLCCL_SHM_SLOTS")) {
+    char* end = nullptr;
+    long v = strtol(e, &end, 10);
+    if (end == e || *end != '\0' || v < 2)
+      WARN("shm: ignoring NLCCL_SHM_SLOTS=%s (need >= 2)", e);
+    else
+      *slots = static_cast<uint32_t>(std::min<long>(v, 4096));
+  }
+}
+
+std::string uniqueName(int rank) {
+  std::random_device rd;
+  uint64_t r = (uint64_t{rd()} << 32) ^ rd();
+  char buf[64];
+  snprintf(buf, sizeof buf, "/nlccl-%d-%016" PRIx64 "-%d", static_cast<int>(getpid()), r, rank);
+  return buf;
+}
+
+}  // namespace
+
+namespace shm {
+
+bool readProcStat(pid_t pid, char* state, uint64_t* startTime) {
+  char path[64];
+  snprintf(path, sizeof path, "/proc/%d/stat", static_cast<int>(pid));
+  int fd = ::open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return false;
+  char buf[1024];
+  ssize_t n = read(fd, buf, sizeof buf - 1);
+  close(fd);
+  if (n <= 0) return false;
+  buf[n] = '\0';
+  const char* p = strrchr(buf, ')');  // the command name may contain spaces and parentheses
+  if (!p) return false;
+  ++p;
+  // Field 3 is the state, field 22 the start time in clock ticks since boot.
+  char st = 0;
+  unsigned long long start = 0;
+  int fields = sscanf(p,
+                      " %c %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s "
+                      "%*s %llu",
+                      &st, &start);
+  if (fields != 2) return false;
+  *state = st;
+  *startTime = start;
+  return true;
+}
+
+bool processDead(pid_t pid, uint64_t startTime) {
+  if (kill(pid, 0) != 0 && errno == ESRCH) return true;
+  char st = 0;
+  uint64_t start = 0;
+  if (!readProcStat(pid, &st, &start)) return false;  // no /proc: kill() is all we have
+  if (st == 'Z' || st == 'X') return true;            // killed, not yet reaped
+  return startTime != 0 && start != startTime;        // the pid was reused
+}
+
+}  // namespace shm
+
+ShmTransport::ShmTransport(int rank, int nranks, std::chrono::milliseconds timeout,
+                           std::function<Status()> health)
+    : rank_(rank), nranks_(nranks), timeout_(timeout), health_(std::move(health)) {}
+
+Status ShmTransport::create(int rank, int nranks, const AllGatherFn& allGather,
+                            std::chrono::milliseconds timeout, std::function<Status()> health,
+                            std::unique_ptr<ShmTransport>* out) {
+  if (nranks < 1 || rank < 0 || rank >= nranks || !out || (nranks > 1 && !allGather)) {
+    WARN("shm: invalid arguments to ShmTransport::create (rank %d of %d)", rank, nranks);
+    return Status::InvalidArgument;
+  }
+  std::unique_ptr<ShmTransport> t(new ShmTransport(rank, nranks, timeout, std::move(health)));
+  NLCHECK(t->setup(allGather));
+  *out = std::move(t);
+  return Status::Success;
+}
+
+Status ShmTransport::setup(const AllGatherFn& allGather) {
+  uint32_t slots;
+  uint64_t slotBytes;
+  geometryFromEnv(&slots, &slotBytes);
+  ownName_ = uniqueName(rank_);
+  NLCHECK(shm::Segment::create(ownName_, nranks_, rank_, slots, slotBytes, &own_));
+  nextCheck_ = std::chrono::steady_clock::now();
+  peers_.resize(static_cast<size_t>(nranks_));
+  INFO(log::kShm, "shm: rank %d: segment %s, %u slots x %" PRIu64 " bytes per peer", rank_,
+       ownName_.c_str(), slots, slotBytes);
+  if (nranks_ == 1) {
+    shm_unlink(ownName_.c_str());
+    return Status::Success;
+  }
+
+  SetupBlob mine{};
+  mine.magic = kBlobMagic;
+  mine.rank = rank_;
+  mine.pid = static_cast<int32_t>(getpid());
+  char st;
+  shm::readProcStat(getpid(), &st, &mine.startTime);
+  snprintf(mine.name, sizeof mine.name, "%s", ownName_.c_str());
+  std::vector<SetupBlob> all(static_cast<size_t>(nranks_));
+  Status s = allGather(&mine, sizeof mine, all.data());
+  if (s != Status::Success) {
+    WARN("shm: rank %d: setup exchange failed (%s)", rank_, statusName(s));
+    shm_unlink(ownName_.c_str());
+    return s;
+  }
+
+  // From here on every name is known: on failure, unlink them all so nothing outlives the group
+  // (the names are unique to this group, so this cannot touch anyone else's segment).
+  auto unlinkAll = [&] {
+    for (const SetupBlob& b : all)
+      if (b.magic == kBlobMagic && memchr(b.name, 0, sizeof b.name)) shm_unlink(b.name);
+    shm_unlink(ownName_.c_str());
+  };
+  for (int p = 0; p < nranks_; ++p) {
+    const SetupBlob& b = all[static_cast<size_t>(p)];
+    if (b.magic != kBlobMagic || b.rank != p || !memchr(b.name, 0, sizeof b.name) ||
+        strncmp(b.name, "/nlccl-", 7) != 0) {
+      WARN("shm: rank %d: malformed setup record from rank %d", rank_, p);
+      unlinkAll();
+      return Status::InternalError;
+    }
+    if (p == rank_) continue;
+    Peer& peer = peers_[static_cast<size_t>(p)];
+    peer.pid = b.pid;
+    peer.startTime = b.startTime;
+    s = shm::Segment::open(b.name, nranks_, p, &peer.seg);
+    if (s != Status::Success) {
+      unlinkAll();
+      return s;
+    }
+    // The last rank to map a segment unlinks its name; the owner double-checks below.
+    uint32_t before = peer.seg.header()->mapped.fetch_add(1);
+    if (before + 1 == static_cast<uint32_t>(nranks_ - 1)) shm_unlink(b.name);
+    peer.seg.ringDoorbell();
+  }
+
+  // Wait until every peer has mapped our segment, then make sure its name is gone.
+  auto* h = own_.header();
+  auto deadline = std::chrono::steady_clock::now() + timeout_;
+  while (true) {
+    uint32_t epoch = h->epoch.load();
+    uint32_t mapped = h->mapped.load();
+    if (mapped >= static_cast<uint32_t>(nranks_ - 1)) break;
+    auto now = std::chrono::steady_clock::now();
+    Status bad = Status::Success;
+    if (now >= deadline) {
+      WARN("shm: rank %d: only %u of %d peers mapped its segment within %lld ms", rank_, mapped,
+           nranks_ - 1, static_cast<long long>(timeout_.count()));
+      bad = Status::Timeout;
+    }
+    if (bad == Status::Success) bad = checkPeers();
+    for (int p = 0; p < nranks_ && bad == Status::Success; ++p)
+      if (peers_[static_cast<size_t>(p)].gone != Gone::No) {
+        WARN("shm: rank %d: peer rank %d died during setup", rank_, p);
+        bad = Status::RemoteError;
+      }
+    if (bad != Status::Success) {
+      unlinkAll();
+      return bad;
+    }
+    h->sleepers.fetch_add(1);
+    futexWait(&h->epoch, epoch, std::chrono::milliseconds(10), true);
+    h->sleepers.fetch_sub(1);
+  }
+  shm_unlink(ownName_.c_str());
+  return Status::Success;
+}
+
+}  // namespace nlccl::transport

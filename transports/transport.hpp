@@ -1,0 +1,62 @@
+// The transport interface (DESIGN.md section 5): post sends and receives (with optional reduce on
+// arrival) to peers, progress them, and wait for activity. The engine is its only caller.
+//
+// Matching: a send from rank A to rank B with tag T completes against B's receive from A with tag
+// T; messages with the same (peer, tag) match in the order they were posted. Sizes must agree.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+
+#include "util/status.hpp"
+
+namespace nlccl::transport {
+
+/// dst[i] = dst[i] op src[i] for `count` elements (see engine/reduce.hpp for the kernels).
+using ReduceFn = void (*)(void* dst, const void* src, size_t count);
+
+/// Reduce-on-arrival for a receive: the element size and the kernel.
+struct Reducer {
+  ReduceFn fn = nullptr;
+  size_t elemSize = 1;
+};
+
+/// Completion record of one posted operation. The transport writes `status`, then sets `done`.
+struct Request {
+  std::atomic<bool> done{false};
+  Status status = Status::Success;
+  void reset() {
+    done.store(false, std::memory_order_relaxed);
+    status = Status::Success;
+  }
+};
+
+class Transport {
+ public:
+  virtual ~Transport() = default;
+  virtual const char* name() const = 0;
+  virtual int rank() const = 0;
+  virtual int nranks() const = 0;
+
+  /// Posts a send of `bytes` from `buf` to `peer`. `buf` must stay valid and unchanged until
+  /// `req->done`. Never blocks waiting for the peer.
+  virtual Status postSend(int peer, uint64_t tag, const void* buf, size_t bytes, Request* req) = 0;
+  /// Posts a receive of exactly `bytes` into `buf` from `peer`. With `reducer`, the incoming data
+  /// is reduced into `buf` instead of copied. Never blocks waiting for the peer.
+  virtual Status postRecv(int peer, uint64_t tag, void* buf, size_t bytes, const Reducer* reducer,
+                          Request* req) = 0;
+  /// Advances outstanding operations; a fatal error (dead peer) is returned here too.
+  virtual Status progress() = 0;
+  /// A counter that changes whenever progress() may complete something; pass it to waitActivity.
+  virtual uint32_t activityEpoch() = 0;
+  /// Transports returning the same domain share one activity counter, so one wait covers them.
+  virtual const void* activityDomain() const { return this; }
+  /// Spins briefly, then blocks until the epoch differs from `seen` or `timeout` passes.
+  virtual void waitActivity(uint32_t seen, std::chrono::nanoseconds timeout) = 0;
+  /// Fails every pending operation with `why` and wakes all waiters; later posts fail too.
+  virtual void abort(Status why) = 0;
+};
+
+}  // namespace nlccl::transport
