@@ -144,6 +144,22 @@ nlcclResult_t nlcclCommGetAsyncError(nlcclComm_t comm, nlcclResult_t* asyncError
 nlcclResult_t nlcclCommCount(const nlcclComm_t comm, int* count);
 nlcclResult_t nlcclCommUserRank(const nlcclComm_t comm, int* rank);
 
+/** What the last collective on a communicator did on the calling rank. */
+typedef struct {
+  size_t size;              /**< set to sizeof(nlcclCommStats_t) before the call */
+  double lastModelledUs;    /**< modelled time of the last collective on this rank: from its
+                                 start to this rank's finish, on the fabric model of the
+                                 neuronlink transport (0 with other transports) */
+  double clockUs;           /**< this rank's virtual clock (neuronlink), after the last collective */
+  uint64_t lastBytesSent;   /**< bytes this rank sent in the last collective */
+  uint64_t collectives;     /**< collectives completed on this communicator */
+  char lastAlgorithm[16];   /**< algorithm of the last collective ("ring", "tree", ...) */
+  char transport[16];       /**< "loopback", "shm", "neuronlink", ... */
+} nlcclCommStats_t;
+
+/** Fills `stats` (whose size field the caller sets) for the calling rank. */
+nlcclResult_t nlcclCommGetStats(const nlcclComm_t comm, nlcclCommStats_t* stats);
+
 /* ---- collectives (counts are in elements) ---- */
 nlcclResult_t nlcclAllReduce(const void* sendbuff, void* recvbuff, size_t count,
                              nlcclDataType_t datatype, nlcclRedOp_t op, nlcclComm_t comm,

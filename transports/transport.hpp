@@ -24,12 +24,20 @@ struct Reducer {
 };
 
 /// Completion record of one posted operation. The transport writes `status`, then sets `done`.
+///
+/// Virtual time (seconds; used by transports that model a fabric, e.g. neuronlink): the engine
+/// sets `vstart`, the modelled time at which the operation is posted; the transport sets `vdone`,
+/// the modelled time at which it completes (a send: delivered; a receive: arrived, not before
+/// `vstart`). Transports without a model leave vdone = vstart.
 struct Request {
   std::atomic<bool> done{false};
   Status status = Status::Success;
+  double vstart = 0;
+  double vdone = 0;
   void reset() {
     done.store(false, std::memory_order_relaxed);
     status = Status::Success;
+    vstart = vdone = 0;
   }
 };
 
@@ -57,6 +65,17 @@ class Transport {
   virtual void waitActivity(uint32_t seen, std::chrono::nanoseconds timeout) = 0;
   /// Fails every pending operation with `why` and wakes all waiters; later posts fail too.
   virtual void abort(Status why) = 0;
+
+  // ---- virtual time (defaults: no model) ----
+  /// True when this transport models time; the engine then tracks vstart/vdone.
+  virtual bool modelsTime() const { return false; }
+  /// This rank's virtual clock: when its previous work finished (seconds).
+  virtual double clock() const { return 0; }
+  virtual void setClock(double) {}
+  /// Modelled duration of a local copy (or reduce) of `bytes` on this rank's device.
+  virtual double localOpTime(size_t bytes, bool reduce) const { return 0; }
+  /// Modelled start-up cost of one collective (a kernel launch).
+  virtual double launchOverhead() const { return 0; }
 };
 
 }  // namespace nlccl::transport

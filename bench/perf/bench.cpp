@@ -26,6 +26,9 @@ void die(nlcclComm_t comm, const char* what, nlcclResult_t res) {
 
 namespace {
 
+/// --compare-mpi: the timed iterations run in this many alternating blocks per library.
+constexpr int kCompareBlocks = 4;
+
 #define NLOK(call)                                    \
   do {                                                \
     nlcclResult_t res_ = (call);                      \
@@ -83,6 +86,8 @@ class RankBench {
   }
   void issue(const CheckCase& c, const void* send, void* recv);
   Measure measure(CheckCase c, bool inPlace);
+  double timeNlccl(const CheckCase& c, const void* send, void* recv, int iters);
+  double timeMpi(MpiReference* mpi, const CheckCase& c, const void* send, void* recv, int iters);
   std::vector<RankInfo> gatherRanks();
 
   const Options& o_;
@@ -124,6 +129,35 @@ void RankBench::issue(const CheckCase& c, const void* send, void* recv) {
   }
 }
 
+/// Seconds for `iters` nlccl calls, from a barrier to the stream's completion.
+double RankBench::timeNlccl(const CheckCase& c, const void* send, void* recv, int iters) {
+  barrier();
+  auto t0 = std::chrono::steady_clock::now();
+  for (int i = 0; i < iters; ++i) {
+    issue(c, send, recv);
+    if (o_.blocking) {
+      NLOK(nlcclStreamSynchronize(stream_));
+      barrier();
+    }
+  }
+  NLOK(nlcclStreamSynchronize(stream_));
+  auto t1 = std::chrono::steady_clock::now();
+  return std::chrono::duration<double>(t1 - t0).count();
+}
+
+/// Seconds for `iters` calls of the MPI equivalent (each blocking), from an MPI_Barrier.
+double RankBench::timeMpi(MpiReference* mpi, const CheckCase& c, const void* send, void* recv,
+                          int iters) {
+  mpi->barrier();
+  auto t0 = std::chrono::steady_clock::now();
+  for (int i = 0; i < iters; ++i) {
+    mpi->issue(c, send, recv);
+    if (o_.blocking) mpi->barrier();
+  }
+  auto t1 = std::chrono::steady_clock::now();
+  return std::chrono::duration<double>(t1 - t0).count();
+}
+
 Measure RankBench::measure(CheckCase c, bool inPlace) {
   const size_t ts = typeSize(c.type);
   const Counts& k = c.counts;
@@ -134,30 +168,41 @@ Measure RankBench::measure(CheckCase c, bool inPlace) {
     poison(recv_->get(), std::max(k.send, k.recv) * ts);
     fillInput(c, send);
   }
+  MpiReference* mpi = inPlace || launch_.mpi == nullptr || !launch_.mpi->supports(c)
+                          ? nullptr
+                          : launch_.mpi;
   barrier();
   for (int i = 0; i < o_.warmup; ++i) {
     issue(c, send, recv);
     if (o_.blocking) NLOK(nlcclStreamSynchronize(stream_));
   }
   NLOK(nlcclStreamSynchronize(stream_));
-  barrier();
-  auto t0 = std::chrono::steady_clock::now();
-  for (int i = 0; i < o_.iters; ++i) {
-    issue(c, send, recv);
-    if (o_.blocking) {
-      NLOK(nlcclStreamSynchronize(stream_));
-      barrier();
-    }
+  if (mpi != nullptr) {
+    mpi->barrier();
+    for (int i = 0; i < o_.warmup; ++i) mpi->issue(c, send, recv);
   }
-  NLOK(nlcclStreamSynchronize(stream_));
-  auto t1 = std::chrono::steady_clock::now();
-  double us = std::chrono::duration<double, std::micro>(t1 - t0).count() / o_.iters;
+
+  // With MPI to compare, the iterations run in blocks that alternate between the two libraries
+  // (and which goes first), so that load from other processes hits both alike.
+  const int blocks = mpi != nullptr ? std::min(o_.iters, kCompareBlocks) : 1;
+  double nlSec = 0, mpiSec = 0;
+  for (int b = 0; b < blocks; ++b) {
+    const int iters = o_.iters / blocks + (b < o_.iters % blocks ? 1 : 0);
+    if (mpi != nullptr && b % 2 == 1) mpiSec += timeMpi(mpi, c, send, recv, iters);
+    nlSec += timeNlccl(c, send, recv, iters);
+    if (mpi != nullptr && b % 2 == 0) mpiSec += timeMpi(mpi, c, send, recv, iters);
+  }
 
   Measure m;
-  m.timeUs = sumDouble(us) / n_;  // nccl-tests reports the mean over ranks
+  m.timeUs = sumDouble(nlSec * 1e6 / o_.iters) / n_;  // nccl-tests reports the mean over ranks
   double sec = m.timeUs * 1e-6;
   m.algBw = sec > 0 ? collAlgBytes(c.coll, k, ts, n_) / 1e9 / sec : 0;
   m.busBw = m.algBw * collBusFactor(c.coll, n_);
+  if (mpi != nullptr) {
+    m.mpiTimeUs = sumDouble(mpiSec * 1e6 / o_.iters) / n_;
+    double mpiS = m.mpiTimeUs * 1e-6;
+    m.mpiBusBw = mpiS > 0 ? m.busBw * sec / mpiS : 0;
+  }
 
   if (o_.check) {
     barrier();  // peers may still read our buffers (single copy) until they are done too

@@ -2,6 +2,7 @@
 #pragma once
 
 #include "nlccl.h"
+#include "mpi_compare.hpp"
 #include "options.hpp"
 
 namespace nlccl::perf {
@@ -10,6 +11,7 @@ namespace nlccl::perf {
 struct Launch {
   const char* mode;  ///< "threads", "fork" or "mpi"
   int nThreads;      ///< ranks per process
+  MpiReference* mpi = nullptr;  ///< --compare-mpi: time this too (mpirun launch only)
 };
 
 /// Runs the whole benchmark as `comm`'s rank. Rank 0 prints the table. Returns the exit code:

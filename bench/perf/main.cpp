@@ -1,7 +1,8 @@
 // nlccl-perf: nccl-tests for nlccl. Three ways to start the ranks:
 //   -t N      N ranks as threads of this process (nlcclCommInitAll)
 //   -np N     N forked processes; the parent makes the id and hands it over a pipe
-//   mpirun    one rank per MPI process; rank 0 makes the id and MPI_Bcast's it
+//   mpirun    one rank per MPI process; rank 0 makes the id and MPI_Bcast's it (and with
+//             --compare-mpi, MPI's own collectives are timed beside nlccl's)
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -10,10 +11,12 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <memory>
 #include <thread>
 #include <vector>
 
 #include "bench.hpp"
+#include "mpi_compare.hpp"
 #include "options.hpp"
 
 #if NLCCL_PERF_WITH_MPI
@@ -203,7 +206,9 @@ int runMpi(int* argc, char*** argv, const Options& o) {
   nlcclComm_t comm = nullptr;
   nlcclResult_t res = nlcclCommInitRank(&comm, size, id, rank);
   if (res != nlcclSuccess) die(nullptr, "nlcclCommInitRank", res);
-  int status = runRank(o, comm, Launch{"mpi", 1});
+  std::unique_ptr<MpiReference> mpi;
+  if (o.compareMpi) mpi = makeMpiReference();
+  int status = runRank(o, comm, Launch{"mpi", 1, mpi.get()});
   nlcclCommDestroy(comm);
   // Every rank has the same status (wrong counts are summed over ranks), so mpirun's is right.
   MPI_Finalize();
@@ -220,6 +225,21 @@ int main(int argc, char** argv) {
   int rc = parseOptions(argc, argv, &o, &exitNow);
   if (rc != 0 || exitNow) return rc;
 
+  if (o.compareMpi) {
+#if NLCCL_PERF_WITH_MPI
+    if (!launchedByMpi()) {
+      std::fprintf(stderr,
+                   "nlccl-perf: --compare-mpi: needs a launch by mpirun (one rank per process); "
+                   "not with -np or -t\n");
+      return 2;
+    }
+#else
+    std::fprintf(stderr,
+                 "nlccl-perf: --compare-mpi: this nlccl-perf was built without MPI "
+                 "(NLCCL_WITH_MPI=OFF)\n");
+    return 2;
+#endif
+  }
   if (launchedByMpi()) {
 #if NLCCL_PERF_WITH_MPI
     if (o.np > 0 || o.threads > 1) {

@@ -48,6 +48,7 @@ void usage(FILE* f) {
                "  -np <n>                   fork n ranks (processes)\n"
                "  --json <file>             write the results as JSON\n"
                "  --csv <file>              write the results as CSV\n"
+               "  --compare-mpi             also time the MPI equivalent (under mpirun only)\n"
                "  -h,--help                 this text\n"
                "Under mpirun (built with MPI) each process is one rank.\n");
 }
@@ -164,6 +165,10 @@ int parseOptions(int argc, char** argv, Options* o, bool* exitNow) {
       }
       if (!found) return bad("<collective>", argv[i], "unknown collective");
       haveColl = true;
+      continue;
+    }
+    if (a == "--compare-mpi") {  // the one flag without a value
+      o->compareMpi = true;
       continue;
     }
     // Which flag, and where its value is.

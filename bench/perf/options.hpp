@@ -1,4 +1,5 @@
-// Command line of nlccl-perf: nccl-tests' single-dash flags plus -np, -t, --json and --csv.
+// Command line of nlccl-perf: nccl-tests' single-dash flags plus -np, -t, --json, --csv and
+// --compare-mpi.
 #pragma once
 
 #include <cstddef>
@@ -29,6 +30,7 @@ struct Options {
   std::vector<nlcclRedOp_t> ops{nlcclSum};
   int threads = 1;  ///< -t: ranks as threads of this process (nlcclCommInitAll)
   int np = 0;       ///< -np: fork this many ranks (0: not given)
+  bool compareMpi = false;  ///< --compare-mpi: also time the MPI equivalent (mpirun only)
   std::string jsonPath, csvPath;
 };
 

@@ -1,5 +1,6 @@
 #include "report.hpp"
 
+#include <cmath>
 #include <cstdlib>
 #include <fstream>
 
@@ -17,6 +18,20 @@ std::string floatStr(double value, int width) {
   else if (power < width + 1) std::snprintf(s, sizeof s, "%*.0f", width, value);
   else std::snprintf(s, sizeof s, "%*.1e", width, value);
   return s;
+}
+
+/// The MPI call --compare-mpi times for a collective.
+const char* mpiName(Coll c) {
+  switch (c) {
+    case Coll::AllReduce: return "MPI_Allreduce";
+    case Coll::AllGather: return "MPI_Allgather";
+    case Coll::ReduceScatter: return "MPI_Reduce_scatter_block";
+    case Coll::Broadcast: return "MPI_Bcast";
+    case Coll::Reduce: return "MPI_Reduce";
+    case Coll::AlltoAll: return "MPI_Alltoall";
+    case Coll::SendRecv: return "MPI_Sendrecv";
+  }
+  return "MPI";
 }
 
 }  // namespace
@@ -41,7 +56,8 @@ bool Reporter::open() {
     }
     std::fprintf(csv_,
                  "collective,algorithm,ranks,bytes,count,type,redop,root,in_place,time_us,"
-                 "algbw_GBps,busbw_GBps,wrong\n");
+                 "algbw_GBps,busbw_GBps,wrong%s\n",
+                 opts_.compareMpi ? ",mpi_time_us,mpi_busbw_GBps,mpi_ratio" : "");
   }
   if (!opts_.jsonPath.empty()) {
     std::ofstream probe(opts_.jsonPath);
@@ -63,7 +79,8 @@ bool Reporter::open() {
              {"iters", opts_.iters},
              {"warmupIters", opts_.warmup},
              {"check", opts_.check},
-             {"blocking", opts_.blocking}}},
+             {"blocking", opts_.blocking},
+             {"compareMpi", opts_.compareMpi}}},
            {"results", nlohmann::json::array()}};
   return true;
 }
@@ -87,14 +104,20 @@ void Reporter::header(const std::vector<RankInfo>& ranks) {
                 r.rank, 0, r.pid, r.host, r.rank);
   }
   std::printf("#\n");
-  std::printf("# %10s  %12s  %8s  %6s  %6s           out-of-place                       in-place\n",
+  // The column layout of nccl-tests 2.x output (one space before #wrong), without trailing blanks;
+  // --compare-mpi appends two columns, so the first thirteen stay where scripts expect them.
+  const bool mpi = opts_.compareMpi;
+  std::printf("# %10s  %12s  %8s  %6s  %6s           out-of-place                       in-place",
               "", "", "", "", "");
-  // The column layout of nccl-tests 2.x output (one space before #wrong), without trailing blanks.
-  std::printf("# %10s  %12s  %8s  %6s  %6s  %7s  %6s  %6s %6s  %7s  %6s  %6s %6s\n", "size",
+  if (mpi) std::printf("  %16s", mpiName(opts_.coll));
+  std::printf("\n# %10s  %12s  %8s  %6s  %6s  %7s  %6s  %6s %6s  %7s  %6s  %6s %6s", "size",
               "count", "type", "redop", "root", "time", "algbw", "busbw", "#wrong", "time", "algbw",
               "busbw", "#wrong");
-  std::printf("# %10s  %12s  %8s  %6s  %6s  %7s  %6s  %6s %6s  %7s  %6s  %6s\n", "(B)",
+  if (mpi) std::printf("  %8s  %6s", "mpi time", "ratio");
+  std::printf("\n# %10s  %12s  %8s  %6s  %6s  %7s  %6s  %6s %6s  %7s  %6s  %6s", "(B)",
               "(elements)", "", "", "", "(us)", "(GB/s)", "(GB/s)", "", "(us)", "(GB/s)", "(GB/s)");
+  if (mpi) std::printf(" %6s  %8s  %6s", "", "(us)", "nl/mpi");
+  std::printf("\n");
   std::fflush(stdout);
 }
 
@@ -114,6 +137,19 @@ void Reporter::row(size_t bytes, size_t count, nlcclDataType_t type, const char*
     ++bwCount_;
     if (m->wrong > 0) ++errors_;
   }
+  if (opts_.compareMpi) {
+    // Out of place only; N/A where MPI has no equivalent (e.g. a bfloat16 reduction).
+    if (oop.mpiTimeUs > 0) {
+      double ratio = oop.timeUs / oop.mpiTimeUs;
+      std::printf("  %8s  %6s", floatStr(oop.mpiTimeUs, 8).c_str(), floatStr(ratio, 6).c_str());
+      if (ratio > 0) {
+        logRatioSum_ += std::log(ratio);
+        ++ratioCount_;
+      }
+    } else {
+      std::printf("  %8s  %6s", "N/A", "N/A");
+    }
+  }
   std::printf("\n");
   std::fflush(stdout);
   record(bytes, count, type, op, root, false, oop);
@@ -128,6 +164,11 @@ void Reporter::record(size_t bytes, size_t count, nlcclDataType_t type, const ch
                  algo, nranks_, bytes, count, typeName(type), op, root, inPlace ? 1 : 0,
                  m.timeUs, m.algBw, m.busBw);
     if (m.wrong >= 0) std::fprintf(csv_, "%lld", static_cast<long long>(m.wrong));
+    if (opts_.compareMpi && m.mpiTimeUs > 0) {
+      std::fprintf(csv_, ",%.3f,%.6f,%.6f", m.mpiTimeUs, m.mpiBusBw, m.timeUs / m.mpiTimeUs);
+    } else if (opts_.compareMpi) {
+      std::fprintf(csv_, ",,,");
+    }
     std::fprintf(csv_, "\n");
   }
   if (!opts_.jsonPath.empty()) {
@@ -144,6 +185,12 @@ void Reporter::record(size_t bytes, size_t count, nlcclDataType_t type, const ch
                         {"algbw_GBps", m.algBw},
                         {"busbw_GBps", m.busBw},
                         {"wrong", m.wrong >= 0 ? nlohmann::json(m.wrong) : nlohmann::json()}};
+    if (opts_.compareMpi) {
+      const bool have = m.mpiTimeUs > 0;  // out of place, and MPI has an equivalent
+      r["mpi_time_us"] = have ? nlohmann::json(m.mpiTimeUs) : nlohmann::json();
+      r["mpi_busbw_GBps"] = have ? nlohmann::json(m.mpiBusBw) : nlohmann::json();
+      r["mpi_ratio"] = have ? nlohmann::json(m.timeUs / m.mpiTimeUs) : nlohmann::json();
+    }
     json_["results"].push_back(std::move(r));
   }
 }
@@ -152,11 +199,19 @@ int Reporter::footer() {
   double avg = bwCount_ > 0 ? bwSum_ / bwCount_ : 0.0;
   std::printf("# %-20s : %d %s\n", "Out of bounds values", errors_, errors_ ? "FAILED" : "OK");
   std::printf("# %-20s : %g\n", "Avg bus bandwidth", avg);
+  if (opts_.compareMpi && ratioCount_ > 0) {
+    std::printf("# %-20s : %g (geometric mean of nlccl/MPI time, out of place; < 1: nlccl faster)\n",
+                "Avg ratio to MPI", std::exp(logRatioSum_ / ratioCount_));
+  }
   std::printf("#\n# Collective test concluded: %s\n", opts_.collName.c_str());
   std::fflush(stdout);
   if (!opts_.jsonPath.empty()) {
     json_["out_of_bounds"] = errors_;
     json_["avg_busbw_GBps"] = avg;
+    if (opts_.compareMpi) {
+      json_["mpi_ratio_geomean"] =
+          ratioCount_ > 0 ? nlohmann::json(std::exp(logRatioSum_ / ratioCount_)) : nlohmann::json();
+    }
     std::ofstream out(opts_.jsonPath);
     out << json_.dump(1) << "\n";
     if (!out) std::fprintf(stderr, "nlccl-perf: --json: writing '%s' failed\n",

@@ -25,6 +25,8 @@ static_assert(sizeof(RankInfo) == 64);
 struct Measure {
   double timeUs = 0, algBw = 0, busBw = 0;
   int64_t wrong = -1;  ///< -1: not checked
+  double mpiTimeUs = -1;  ///< --compare-mpi, out of place: the MPI equivalent's time (-1: none)
+  double mpiBusBw = 0;
 };
 
 /// Prints what rank 0 reports and writes the files.
@@ -51,6 +53,8 @@ class Reporter {
   std::string algorithm_;
   double bwSum_ = 0;
   int bwCount_ = 0;
+  double logRatioSum_ = 0;  ///< --compare-mpi: for the geometric mean of the ratios
+  int ratioCount_ = 0;
   int errors_ = 0;
   FILE* csv_ = nullptr;
   nlohmann::json json_;

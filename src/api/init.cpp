@@ -1,4 +1,5 @@
 // Version, errors, communicator creation and lifetime.
+#include <cstdio>
 #include <cstring>
 
 #include "api/api.hpp"
@@ -220,6 +221,30 @@ NLCCL_API nlcclResult_t nlcclCommUserRank(const nlcclComm_t comm, int* rank) {
       return Status::InvalidArgument;
     }
     *rank = api::toComm(comm)->rank();
+    return Status::Success;
+  });
+}
+
+NLCCL_API nlcclResult_t nlcclCommGetStats(const nlcclComm_t comm, nlcclCommStats_t* stats) {
+  return guard(comm ? api::toComm(comm) : nullptr, [&] {
+    API_CHECK(api::checkComm(comm, "nlcclCommGetStats"));
+    if (stats == nullptr) {
+      WARN("nlcclCommGetStats: stats is NULL");
+      return Status::InvalidArgument;
+    }
+    if (stats->size < sizeof(nlcclCommStats_t)) {
+      WARN("nlcclCommGetStats: stats->size %zu is not sizeof(nlcclCommStats_t) = %zu", stats->size,
+           sizeof(nlcclCommStats_t));
+      return Status::InvalidArgument;
+    }
+    core::Communicator* c = api::toComm(comm);
+    core::CommStats st = c->stats();
+    stats->lastModelledUs = st.lastModelledS * 1e6;
+    stats->clockUs = c->transport()->clock() * 1e6;  // also counts send/recv since then
+    stats->lastBytesSent = st.lastBytesSent;
+    stats->collectives = st.collectives;
+    snprintf(stats->lastAlgorithm, sizeof(stats->lastAlgorithm), "%s", st.lastAlgorithm.c_str());
+    snprintf(stats->transport, sizeof(stats->transport), "%s", c->transport()->name());
     return Status::Success;
   });
 }

@@ -69,6 +69,7 @@ Status Communicator::getPlan(const plan::Request& req, const std::string& algo,
     WARN("%s", error.c_str());
     return Status::InvalidArgument;
   }
+  plan::finalize(&*built);
   auto p = std::make_shared<const plan::Plan>(std::move(*built));
   if (cacheable) {
     std::lock_guard<std::mutex> lock(planMu_);
@@ -86,6 +87,21 @@ uint64_t Communicator::nextSendTag(int peer) {
 uint64_t Communicator::nextRecvTag(int peer) {
   std::lock_guard<std::mutex> lock(p2pMu_);
   return recvCount_[peer]++;
+}
+
+void Communicator::recordCollective(const std::string& algorithm, double vstart, double vend,
+                                    uint64_t bytes) {
+  std::lock_guard<std::mutex> lock(statsMu_);
+  stats_.lastModelledS = vend - vstart;
+  stats_.clockS = transport_ ? transport_->clock() : 0;
+  stats_.lastBytesSent = bytes;
+  stats_.lastAlgorithm = algorithm;
+  ++stats_.collectives;
+}
+
+CommStats Communicator::stats() const {
+  std::lock_guard<std::mutex> lock(statsMu_);
+  return stats_;
 }
 
 void Communicator::setLastError(const std::string& msg) {

@@ -32,6 +32,15 @@ struct CommConfig {
 /// Fills defaults from the environment (NLCCL_TIMEOUT_MS, NLCCL_ALGO, ...).
 CommConfig defaultConfig();
 
+/// What the last collective did on this rank (nlcclCommGetStats).
+struct CommStats {
+  double lastModelledS = 0;   ///< modelled duration on this rank (neuronlink transport; else 0)
+  double clockS = 0;          ///< this rank's virtual clock after it
+  uint64_t lastBytesSent = 0;
+  uint64_t collectives = 0;
+  std::string lastAlgorithm;
+};
+
 class Communicator {
  public:
   Communicator(int rank, int nranks, std::unique_ptr<transport::Transport> transport,
@@ -60,6 +69,10 @@ class Communicator {
   uint64_t nextSendTag(int peer);
   uint64_t nextRecvTag(int peer);
 
+  /// Records a finished collective job of this rank (its plan, virtual times and bytes).
+  void recordCollective(const std::string& algorithm, double vstart, double vend, uint64_t bytes);
+  CommStats stats() const;
+
   void setLastError(const std::string& msg);
   std::string lastError() const;
   Status asyncError() const { return static_cast<Status>(asyncError_.load()); }
@@ -83,6 +96,9 @@ class Communicator {
   std::atomic<uint64_t> collSeq_{0};
   std::mutex p2pMu_;
   std::vector<uint64_t> sendCount_, recvCount_;
+
+  mutable std::mutex statsMu_;
+  CommStats stats_;
 
   mutable std::mutex errMu_;
   std::string lastError_;

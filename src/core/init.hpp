@@ -5,8 +5,14 @@
 #include <vector>
 
 #include "core/comm.hpp"
+#include "transports/neuronlink/link_model.hpp"
 
 namespace nlccl::core {
+
+/// The fabric model of the neuronlink transport for `nranks` ranks (config.topology and the
+/// NLCCL_NEURONLINK_* environment).
+Status neuronLinkModel(const CommConfig& config, int nranks,
+                       std::shared_ptr<const transport::LinkModel>* out);
 
 /// n communicators sharing an in-process loopback fabric (nlcclCommInitAll).
 Status initAll(int n, const CommConfig& config, std::vector<std::unique_ptr<Communicator>>* out);

@@ -1,6 +1,8 @@
 #include "core/process_init.hpp"
 
 #include "bootstrap/root.hpp"
+#include "core/init.hpp"
+#include "transports/neuronlink/neuronlink.hpp"
 #include "transports/shm/shm.hpp"
 #include "util/log.hpp"
 
@@ -20,7 +22,7 @@ Status connect(std::unique_ptr<bootstrap::Bootstrap> bs, const CommConfig& confi
          "processes (use shm, or nlcclCommInitAll for threads)");
     return Status::InvalidArgument;
   }
-  if (want == "ofi" || want == "neuronlink" || (want == "auto" && !allLocal)) {
+  if (want == "ofi" || ((want == "auto" || want == "neuronlink") && !allLocal)) {
     WARN("rank %d: transport '%s' is not available in this build (ranks on %s host%s)", rank,
          want.c_str(), allLocal ? "one" : "several", allLocal ? "" : "s");
     return Status::InvalidUsage;
@@ -32,7 +34,13 @@ Status connect(std::unique_ptr<bootstrap::Bootstrap> bs, const CommConfig& confi
       rank, nranks,
       [b](const void* mine, size_t bytes, void* all) { return b->allGather(mine, bytes, all); },
       config.timeout, [b]() { return b->health(); }, &shm));
-  auto comm = std::make_unique<Communicator>(rank, nranks, std::move(shm), rv, config);
+  std::unique_ptr<transport::Transport> tp = std::move(shm);
+  if (want == "neuronlink") {
+    std::shared_ptr<const transport::LinkModel> model;
+    NLCHECK(neuronLinkModel(config, nranks, &model));
+    tp = std::make_unique<transport::NeuronLinkTransport>(std::move(tp), model);
+  }
+  auto comm = std::make_unique<Communicator>(rank, nranks, std::move(tp), rv, config);
   NLCHECK(comm->setAlgorithms(config.algorithm));
   // Ready only when every rank is: a rank that failed above makes the others fail here, not later.
   NLCHECK(b->barrier());

@@ -53,8 +53,12 @@ Status Work::execute() {
   for (Communicator* c : collComms) check = check || c->config().check;
   if (s == Status::Success && check) s = checkSignatures(colls, collComms, signatures, timeout);
   if (s == Status::Success) s = engine::run(colls, p2ps, timeout);
-  if (s == Status::Success)
+  if (s == Status::Success) {
     for (auto& f : finish) f();
+    for (size_t i = 0; i < colls.size(); ++i)
+      collComms[i]->recordCollective(colls[i].plan->algorithm, colls[i].vstart, colls[i].vend,
+                                     colls[i].bytesSent);
+  }
   if (s != Status::Success) {
     std::string msg = log::lastError();
     for (Communicator* c : comms) {

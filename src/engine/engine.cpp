@@ -27,17 +27,21 @@ class CollRunner {
     es_ = dataTypeSize(job.dtype);
     loops_ = 1;
     if (job.plan->pipelinable && job.sliceBytes > 0) {
-      size_t maxElems = 0;
-      for (const auto& ch : rp_.channels)
-        for (const auto& st : ch.steps)
-          for (const auto& t : st.transfers) maxElems = std::max(maxElems, t.region.count);
+      // The largest transfer of the whole Plan, so that every rank cuts the same slices.
+      size_t maxElems = job.plan->maxTransferCount;
       size_t want = (maxElems * es_ + job.sliceBytes - 1) / job.sliceBytes;
       loops_ = static_cast<unsigned>(std::clamp<size_t>(want, 1, kMaxLoops));
     }
     reducer_.fn = reduceKernel(job.dtype, job.op);
     reducer_.elemSize = es_;
+    timed_ = job.transport->modelsTime();
     state_.resize(rp_.channels.size());
-    for (auto& ch : state_) ch.resize(loops_);
+    for (size_t c = 0; c < state_.size(); ++c) {
+      state_[c].resize(loops_);
+      if (timed_)
+        for (auto& ls : state_[c]) ls.stepDone.assign(rp_.channels[c].steps.size(), job.vstart);
+    }
+    job.vend = job.vstart;
   }
 
   bool done() const {
@@ -58,6 +62,7 @@ class CollRunner {
           const plan::Step& step = steps[ls.step];
           if (!ls.posted) {
             if (l > 0 && loops[l - 1].step <= ls.step) break;  // wait for the previous slice
+            if (timed_) ls.vstart = startTime(loops, l, ls.step);
             NLCHECK(post(step, static_cast<unsigned>(c), l, ls));
             *progressed = true;
           }
@@ -65,6 +70,7 @@ class CollRunner {
           NLCHECK(poll(step, static_cast<unsigned>(c), l, ls, &complete));
           if (!complete) break;
           runLocals(step, l);
+          if (timed_) finishTime(step, l, ls);
           ++ls.step;
           ls.posted = false;
           *progressed = true;
@@ -95,12 +101,37 @@ class CollRunner {
     transport::Request fwd;
     bool forwarding = false;
     bool finished = false;
+    bool skipped = false;  ///< empty slice: nothing posted
   };
   struct LoopState {
     size_t step = 0;
     bool posted = false;
     std::vector<Xfer> xfers;
+    double vstart = 0;              ///< virtual start of the posted step
+    std::vector<double> stepDone;   ///< virtual completion of each step (timed transports)
   };
+
+  // Virtual time follows the pipelining rule: loop l's step s starts when loop l's step s-1 and
+  // loop l-1's step s have completed (the simulator's rule, so the two agree).
+  double startTime(const std::vector<LoopState>& loops, unsigned l, size_t s) const {
+    double t = s > 0 ? loops[l].stepDone[s - 1] : job_.vstart;
+    if (l > 0) t = std::max(t, loops[l - 1].stepDone[s]);
+    return t;
+  }
+
+  void finishTime(const plan::Step& step, unsigned loop, LoopState& ls) {
+    double t = ls.vstart;
+    for (const Xfer& x : ls.xfers) {
+      if (x.skipped) continue;
+      t = std::max(t, x.req.vdone);
+      if (x.forwarding) t = std::max(t, x.fwd.vdone);
+    }
+    for (const plan::LocalOp& op : step.locals)
+      t += job_.transport->localOpTime(slice(op.src, loop).second,
+                                       op.kind == plan::LocalKind::Reduce);
+    ls.stepDone[ls.step] = t;
+    job_.vend = std::max(job_.vend, t);
+  }
 
   char* base(plan::Buffer b) const {
     switch (b) {
@@ -126,9 +157,11 @@ class CollRunner {
       auto [ptr, bytes] = slice(t.region, loop);
       Xfer& x = ls.xfers[i];
       if (bytes == 0) {  // both ends compute the same empty slice: nothing to match
-        x.finished = true;
+        x.finished = x.skipped = true;
         continue;
       }
+      x.req.vstart = ls.vstart;
+      if (t.kind == XferKind::Send) job_.bytesSent += bytes;
       switch (t.kind) {
         case XferKind::Send: NLCHECK(tp->postSend(t.peer, tag, ptr, bytes, &x.req)); break;
         case XferKind::Recv:
@@ -158,6 +191,8 @@ class CollRunner {
       if (!x.forwarding && forwards(t.kind)) {
         auto [ptr, bytes] = slice(t.region, loop);
         x.forwarding = true;
+        x.fwd.vstart = x.req.vdone;
+        job_.bytesSent += bytes;
         NLCHECK(job_.transport->postSend(t.next, makeCollTag(job_.seq, channel, loop), ptr,
                                          bytes, &x.fwd));
         *complete = false;
@@ -197,6 +232,7 @@ class CollRunner {
   const plan::RankPlan& rp_;
   size_t es_ = 1;
   unsigned loops_ = 1;
+  bool timed_ = false;
   transport::Reducer reducer_;
   std::vector<std::vector<LoopState>> state_;
   bool finished_ = false;
@@ -233,6 +269,22 @@ const void* sendSource(const P2POp& send, const std::vector<P2PJob>& p2ps, Batch
   return send.buf;
 }
 
+/// Moves each modelling transport's clock to the end of its rank's work in this batch.
+void advanceClocks(const std::vector<CollJob>& colls,
+                   const std::vector<std::pair<const P2PJob*, const P2POp*>>& p2pOps,
+                   const std::vector<transport::Request>& p2pReqs,
+                   const std::vector<transport::Transport*>& transports) {
+  for (transport::Transport* t : transports) {
+    if (!t->modelsTime()) continue;
+    double end = t->clock();
+    for (const CollJob& j : colls)
+      if (j.transport == t) end = std::max(end, j.vend);
+    for (size_t i = 0; i < p2pOps.size(); ++i)
+      if (p2pOps[i].first->transport == t) end = std::max(end, p2pReqs[i].vdone);
+    t->setClock(end);
+  }
+}
+
 Status runUntilDone(std::vector<CollJob>& colls, std::vector<P2PJob>& p2ps,
                     std::chrono::milliseconds timeout, Batch& batch) {
   auto& runners = batch.runners;
@@ -243,6 +295,8 @@ Status runUntilDone(std::vector<CollJob>& colls, std::vector<P2PJob>& p2ps,
       transports.push_back(t);
   };
   for (CollJob& j : colls) {
+    j.bytesSent = 0;
+    j.vstart = j.transport->modelsTime() ? j.transport->clock() + j.transport->launchOverhead() : 0;
     runners.emplace_back(j);
     addTransport(j.transport);
   }
@@ -263,6 +317,7 @@ Status runUntilDone(std::vector<CollJob>& colls, std::vector<P2PJob>& p2ps,
     for (const P2POp& op : j.ops) {
       size_t i = p2pOps.size();
       transport::Request* r = &p2pReqs[i];
+      r->vstart = j.transport->clock();
       p2pOps.emplace_back(&j, &op);
       if (op.isSend) NLCHECK(j.transport->postSend(op.peer, op.tag, sources[i], op.bytes, r));
       else NLCHECK(j.transport->postRecv(op.peer, op.tag, op.buf, op.bytes, nullptr, r));
@@ -291,7 +346,10 @@ Status runUntilDone(std::vector<CollJob>& colls, std::vector<P2PJob>& p2ps,
       }
       if (p2pReqs[i].status != Status::Success) return p2pReqs[i].status;
     }
-    if (allDone) return Status::Success;
+    if (allDone) {
+      advanceClocks(colls, p2pOps, p2pReqs, transports);
+      return Status::Success;
+    }
     auto now = Clock::now();
     if (progressed) {
       deadline = now + timeout;

@@ -28,6 +28,11 @@ struct CollJob {
   transport::Transport* transport = nullptr;
   uint64_t seq = 0;          ///< the communicator's collective sequence number (match tags)
   size_t sliceBytes = 0;     ///< pipeline slice size; 0 runs each step as one message
+
+  // Outputs (virtual times are set only when the transport models time; see transport.hpp).
+  double vstart = 0;         ///< modelled start (this rank's clock plus launch overhead)
+  double vend = 0;           ///< modelled time at which this rank finished
+  uint64_t bytesSent = 0;    ///< bytes this rank sent
 };
 
 /// One point-to-point transfer of a group.

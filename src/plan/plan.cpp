@@ -84,6 +84,15 @@ size_t sequentialSteps(const Plan& plan, int rank) {
   return best;
 }
 
+void finalize(Plan* plan) {
+  size_t m = 0;
+  for (const RankPlan& rp : plan->ranks)
+    for (const Channel& ch : rp.channels)
+      for (const Step& s : ch.steps)
+        for (const Transfer& t : s.transfers) m = std::max(m, t.region.count);
+  plan->maxTransferCount = m;
+}
+
 size_t elementsSent(const Plan& plan, int rank) {
   size_t n = 0;
   for (const Channel& ch : plan.ranks.at(rank).channels)

@@ -125,7 +125,13 @@ struct Plan {
   /// as loops (DESIGN.md 2.1). Only algorithms whose steps never read data another slice wrote set it.
   bool pipelinable = false;
   std::vector<RankPlan> ranks;  ///< ranks[r] is rank r's program
+  /// Largest transfer of any rank, in elements (set by finalize()): every rank derives the same
+  /// slice count from it, so slices match across ranks.
+  size_t maxTransferCount = 0;
 };
+
+/// Fills the derived fields of a freshly built Plan (maxTransferCount).
+void finalize(Plan* plan);
 
 /// Elements of Input and Output for `rank` under request `req` (sizes the verifier and engine use).
 size_t inputCount(const Request& req, int rank);

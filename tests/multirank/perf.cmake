@@ -45,6 +45,23 @@ if(TARGET nlccl-perf)
                COMMAND bash ${_perf_check} mpi ${_perf_bin} 4 allreduce -b 8 -e 1M -f 8 -n 5 -w 2)
       set_tests_properties(perf_mpirun_np4_allreduce PROPERTIES
                            LABELS "multiprocess;perf" TIMEOUT 180)
+      # --compare-mpi: MPI's equivalent timed in the same run; the check parses its columns.
+      set(_perf_compare_cases
+          "allreduce -b 8 -e 1M -f 8 -o all"
+          "allgather -b 64 -e 256K -f 16"
+          "reducescatter -b 64 -e 256K -f 16 -d int32 -o max"
+          "broadcast -b 8 -e 256K -f 16 -r 1 -d half"
+          "reduce -b 8 -e 256K -f 16 -r -1 -d double"
+          "alltoall -b 64 -e 256K -f 16"
+          "sendrecv -b 8 -e 256K -f 16")
+      foreach(_case IN LISTS _perf_compare_cases)
+        separate_arguments(_args UNIX_COMMAND "${_case}")
+        list(GET _args 0 _coll)
+        add_test(NAME perf_mpirun_np2_compare_${_coll}
+                 COMMAND bash ${_perf_check} mpi ${_perf_bin} 2 ${_args} --compare-mpi -n 4 -w 1)
+        set_tests_properties(perf_mpirun_np2_compare_${_coll} PROPERTIES
+                             LABELS "multiprocess;perf" TIMEOUT 180)
+      endforeach()
     endif()
   endif()
 endif()

@@ -2,6 +2,8 @@
 # Runs nlccl-perf and asserts its table is complete and every #wrong is 0.
 #   perf_check.sh threads|fork|mpi <nlccl-perf> <nranks> <collective> [nlccl-perf flags...]
 #   perf_check.sh badflag <nlccl-perf>   (a bad flag must exit 2 and name the flag)
+# With --compare-mpi among the flags it also checks the two MPI columns (mpi time, ratio) and
+# their JSON fields.
 set -u
 mode=$1 perf=$2
 shift 2
@@ -18,6 +20,13 @@ if [[ $mode == badflag ]]; then
   [[ $rc == 2 ]] && grep -q -- "-b" "$err" || { echo "bad size: exit $rc"; cat "$err"; exit 1; }
   "$perf" nosuchcoll >"$out" 2>"$err"
   [[ $? == 2 ]] || { echo "bad collective accepted"; exit 1; }
+  # --compare-mpi needs mpirun: standalone (and with -np) it must fail and name the flag.
+  for extra in "" "-np 2"; do
+    "$perf" allreduce -b 8 -e 8 $extra --compare-mpi >"$out" 2>"$err"
+    rc=$?
+    [[ $rc == 2 ]] && grep -q -- "--compare-mpi" "$err" ||
+      { echo "--compare-mpi without mpirun ($extra): exit $rc"; cat "$err"; exit 1; }
+  done
   echo "bad flags refused"
   exit 0
 fi
@@ -42,25 +51,43 @@ cat "$out"
 [[ -s $err ]] && { echo "--- stderr"; head -50 "$err"; }
 [[ $rc == 0 ]] || { echo "FAIL: nlccl-perf exited $rc"; exit 1; }
 
-python3 - "$out" "$json" "$nranks" "$coll" <<'PY'
-import json, sys
+compare=0
+for a in "$@"; do [[ $a == --compare-mpi ]] && compare=1; done
+
+python3 - "$out" "$json" "$nranks" "$coll" "$compare" <<'PY'
+import json, math, sys
 out, jpath, nranks, coll = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4]
+compare = sys.argv[5] == "1"
+nfields = 15 if compare else 13
 text = open(out).read().splitlines()
 rows = [l.split() for l in text if l.strip() and not l.startswith("#")]
 fail = []
 if not rows:
     fail.append("no result rows")
 for r in rows:
-    if len(r) != 13:
-        fail.append("row with %d fields: %s" % (len(r), " ".join(r)))
+    if len(r) != nfields:
+        fail.append("row with %d fields, want %d: %s" % (len(r), nfields, " ".join(r)))
     elif r[8] != "0" or r[12] != "0":
         fail.append("wrong results: " + " ".join(r))
+    elif compare:
+        # mpi time > 0, and ratio = out-of-place time / mpi time (to the printed rounding).
+        try:
+            t, mt, ratio = float(r[5]), float(r[13]), float(r[14])
+        except ValueError:
+            fail.append("mpi columns do not parse: " + " ".join(r))
+            continue
+        if not (mt > 0 and ratio > 0 and math.isclose(ratio, t / mt, rel_tol=0.05, abs_tol=0.006)):
+            fail.append("mpi time %g, ratio %g, want %g: %s" % (mt, ratio, t / mt, " ".join(r)))
 if not any(l.startswith("# Out of bounds values : 0 OK") for l in text):
     fail.append("missing '# Out of bounds values : 0 OK'")
 if not any(l.startswith("# Avg bus bandwidth    : ") for l in text):
     fail.append("missing '# Avg bus bandwidth' footer")
 if not any("size" in l and "#wrong" in l for l in text if l.startswith("#")):
     fail.append("missing column header")
+if compare and not any("mpi time" in l and "ratio" in l for l in text if l.startswith("#")):
+    fail.append("missing 'mpi time' and 'ratio' column titles")
+if compare and not any(l.startswith("# Avg ratio to MPI") for l in text):
+    fail.append("missing '# Avg ratio to MPI' footer")
 ranks = [l for l in text if l.startswith("#  Rank ")]
 if len(ranks) != nranks:
     fail.append("%d rank lines, want %d" % (len(ranks), nranks))
@@ -72,6 +99,15 @@ for rec in res:
     if rec["wrong"] != 0 or rec["ranks"] != nranks or rec["collective"] != coll:
         fail.append("json record: %r" % rec)
         break
+    if compare:
+        mt, ratio = rec.get("mpi_time_us", "absent"), rec.get("mpi_ratio", "absent")
+        if rec["in_place"] and (mt is not None or ratio is not None):
+            fail.append("json in-place record has MPI fields: %r" % rec)
+            break
+        if not rec["in_place"] and not (isinstance(mt, float) and mt > 0 and isinstance(
+                ratio, float) and math.isclose(ratio, rec["time_us"] / mt, rel_tol=1e-6)):
+            fail.append("json out-of-place record without MPI time and ratio: %r" % rec)
+            break
 if fail:
     print("FAIL:\n  " + "\n  ".join(fail))
     sys.exit(1)

@@ -1,0 +1,194 @@
+// The simulated NeuronLink transport (issue 6): modelled time of a message and of collectives
+// against the fabric model and the simulator, real-time delay, and bit-equal results with shm.
+#include <gtest/gtest.h>
+#include <sys/mman.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstdlib>
+#include <cstdio>
+#include <cstring>
+
+#include "algorithms/algorithms.hpp"
+#include "common/threads.hpp"
+#include "multirank/fork_ranks.hpp"
+#include "nlccl.h"
+#include "nlccl/sim.hpp"
+#include "nlccl/topology.hpp"
+
+namespace nlccl::testing {
+namespace {
+
+/// Sets NLCCL_* variables for the life of a test.
+class Env {
+ public:
+  Env(std::initializer_list<std::pair<const char*, const char*>> vars) {
+    for (auto [k, v] : vars) {
+      names_.push_back(k);
+      setenv(k, v, 1);
+    }
+  }
+  ~Env() {
+    for (const char* k : names_) unsetenv(k);
+  }
+
+ private:
+  std::vector<const char*> names_;
+};
+
+nlcclCommStats_t statsOf(nlcclComm_t comm) {
+  nlcclCommStats_t st;
+  st.size = sizeof(st);
+  EXPECT_EQ(nlcclCommGetStats(comm, &st), nlcclSuccess);
+  return st;
+}
+
+TEST(NeuronLinkTest, EightByteSendRecvTakesTheLatency) {
+  Env env({{"NLCCL_TRANSPORT", "neuronlink"}});
+  std::vector<nlcclComm_t> comms(2);
+  ASSERT_EQ(nlcclCommInitAll(comms.data(), 2, nullptr), nlcclSuccess) << nlcclGetLastError(nullptr);
+  double wallUs = 0;
+  runRanks(2, [&](int r) {
+    double v = 42;
+    auto t0 = std::chrono::steady_clock::now();
+    if (r == 0) {
+      ASSERT_EQ(nlcclSend(&v, 1, nlcclDouble, 1, comms[0], nullptr), nlcclSuccess);
+    } else {
+      v = 0;
+      ASSERT_EQ(nlcclRecv(&v, 1, nlcclDouble, 0, comms[1], nullptr), nlcclSuccess);
+      wallUs = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count();
+      EXPECT_EQ(v, 42);
+    }
+  });
+  // trn3-us144: 10 us between any two chips, plus 8 B at 1.28 TB/s.
+  fabric::Topology topo;
+  std::string err;
+  ASSERT_EQ(fabric::Topology::load("trn3-us144", {}, &topo, &err), Status::Success) << err;
+  fabric::Route route = topo.route(0, 1);
+  const double want = (route.latencyS + 8.0 / route.bottleneckBps) * 1e6;
+  EXPECT_NEAR(route.latencyS * 1e6, 10.0, 1e-9);
+  for (int r = 0; r < 2; ++r) {
+    EXPECT_DOUBLE_EQ(statsOf(comms[r]).clockUs, want) << "rank " << r;
+    EXPECT_STREQ(statsOf(comms[r]).transport, "neuronlink");
+  }
+  EXPECT_GE(wallUs, 10.0) << "real-time mode delivers no earlier than the modelled arrival";
+  for (auto c : comms) EXPECT_EQ(nlcclCommDestroy(c), nlcclSuccess);
+}
+
+TEST(NeuronLinkTest, LatencyIsAParameter) {
+  Env env({{"NLCCL_TRANSPORT", "neuronlink"}, {"NLCCL_NEURONLINK_LATENCY_US", "3.5"},
+           {"NLCCL_NEURONLINK_REALTIME", "0"}});
+  std::vector<nlcclComm_t> comms(2);
+  ASSERT_EQ(nlcclCommInitAll(comms.data(), 2, nullptr), nlcclSuccess) << nlcclGetLastError(nullptr);
+  runRanks(2, [&](int r) {
+    char b = 1;
+    if (r == 0) ASSERT_EQ(nlcclSend(&b, 0, nlcclChar, 1, comms[0], nullptr), nlcclSuccess);
+    else ASSERT_EQ(nlcclRecv(&b, 0, nlcclChar, 0, comms[1], nullptr), nlcclSuccess);
+  });
+  EXPECT_DOUBLE_EQ(statsOf(comms[1]).clockUs, 3.5);
+  for (auto c : comms) EXPECT_EQ(nlcclCommDestroy(c), nlcclSuccess);
+}
+
+struct CollParam {
+  const char* algorithm;
+  int nranks;
+  size_t bytes;
+};
+
+class NeuronLinkVsSimTest : public ::testing::TestWithParam<CollParam> {};
+
+/// Ring and hierarchical all-reduce on 8 and 16 ranks on trn3-us144 chips: the transport's
+/// modelled time equals the simulator's flow-mode prediction for the same Plan within 1%.
+TEST_P(NeuronLinkVsSimTest, AllReduceMatchesTheSimulator) {
+  const CollParam prm = GetParam();
+  const int p = prm.nranks;
+  const char* groups = p == 8 ? "4x2" : "4x4";  // 4 chips per server, then servers
+  Env env({{"NLCCL_TRANSPORT", "neuronlink"}, {"NLCCL_ALGO", prm.algorithm},
+           {"NLCCL_HIER_GROUPS", groups}, {"NLCCL_SLICE_BYTES", "1048576"},
+           {"NLCCL_NEURONLINK_REALTIME", "0"}});
+  std::vector<nlcclComm_t> comms(p);
+  ASSERT_EQ(nlcclCommInitAll(comms.data(), p, nullptr), nlcclSuccess) << nlcclGetLastError(nullptr);
+  const size_t count = prm.bytes / sizeof(float);
+  double modelledUs = 0;
+  std::mutex mu;
+  runRanks(p, [&](int r) {
+    std::vector<float> in(count, 1.0f + r), out(count);
+    ASSERT_EQ(nlcclAllReduce(in.data(), out.data(), count, nlcclFloat, nlcclSum, comms[r], nullptr),
+              nlcclSuccess);
+    EXPECT_EQ(out[count - 1], p * (p + 1) / 2.0f);
+    std::lock_guard<std::mutex> lock(mu);
+    modelledUs = std::max(modelledUs, statsOf(comms[r]).lastModelledUs);
+  });
+
+  fabric::Topology topo;
+  std::string err;
+  ASSERT_EQ(fabric::Topology::load("trn3-us144", {}, &topo, &err), Status::Success) << err;
+  plan::Request req;
+  req.collective = Collective::AllReduce;
+  req.nranks = p;
+  req.count = count;
+  if (std::string(prm.algorithm) == "hier") req.groups = p == 8 ? std::vector<int>{4, 2} : std::vector<int>{4, 4};
+  auto plan = algo::build(req, prm.algorithm, &err);
+  ASSERT_TRUE(plan) << err;
+  plan::finalize(&*plan);
+  sim::Options opts;
+  opts.mode = sim::Mode::Flow;
+  opts.chunkBytes = 1048576;
+  sim::Result res;
+  ASSERT_EQ(sim::simulate(topo, *plan, opts, &res, &err), Status::Success) << err;
+  const double simUs = res.timeS * 1e6;
+  std::printf("%s all-reduce, %d ranks, %zu B: transport %.3f us, simulator (flow) %.3f us\n",
+              prm.algorithm, p, prm.bytes, modelledUs, simUs);
+  EXPECT_NEAR(modelledUs, simUs, 0.01 * simUs)
+      << prm.algorithm << " on " << p << " ranks, " << prm.bytes << " B: transport " << modelledUs
+      << " us, simulator " << simUs << " us";
+  for (auto c : comms) EXPECT_EQ(nlcclCommDestroy(c), nlcclSuccess);
+}
+
+INSTANTIATE_TEST_SUITE_P(Trn3, NeuronLinkVsSimTest,
+                         ::testing::Values(CollParam{"ring", 8, 4 << 20}, CollParam{"ring", 16, 16 << 20},
+                                           CollParam{"hier", 8, 4 << 20},
+                                           CollParam{"hier", 16, 16 << 20}),
+                         [](const auto& info) {
+                           return std::string(info.param.algorithm) + "_" +
+                                  std::to_string(info.param.nranks) + "ranks";
+                         });
+
+/// The same all-reduce over neuronlink (on shm) and over plain shm gives bit-identical results.
+TEST(NeuronLinkTest, ResultsAreBitwiseEqualToShm) {
+  const int p = 3;
+  const size_t count = 300001;
+  const size_t bytes = count * sizeof(float) * p;
+  void* shared = mmap(nullptr, 2 * bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+  ASSERT_NE(shared, MAP_FAILED);
+  auto* results = static_cast<float*>(shared);
+  for (int run = 0; run < 2; ++run) {
+    nlcclConfig_t config = NLCCL_CONFIG_INITIALIZER;
+    config.transport = run == 0 ? "shm" : "neuronlink";
+    auto status = forkRanks(
+        p,
+        [&](int r, nlcclComm_t comm) {
+          std::vector<float> in(count);
+          uint32_t x = 12345u + r;
+          for (auto& v : in) {  // values whose sums round differently in different orders
+            x = x * 1664525u + 1013904223u;
+            v = static_cast<float>(x >> 8) / 3.0f;
+          }
+          float* out = results + (run * p + r) * count;
+          if (nlcclAllReduce(in.data(), out, count, nlcclFloat, nlcclSum, comm, nullptr) !=
+              nlcclSuccess)
+            return false;
+          nlcclCommStats_t st;
+          st.size = sizeof(st);
+          return nlcclCommGetStats(comm, &st) == nlcclSuccess &&
+                 std::string(st.transport) == config.transport;
+        },
+        60, &config);
+    for (int r = 0; r < p; ++r) ASSERT_EQ(status[r], 0) << config.transport << " rank " << r;
+  }
+  EXPECT_EQ(std::memcmp(results, results + p * count, p * count * sizeof(float)), 0);
+  munmap(shared, 2 * bytes);
+}
+
+}  // namespace
+}  // namespace nlccl::testing
