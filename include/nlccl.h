@@ -91,7 +91,8 @@ typedef struct {
   size_t size;          /**< sizeof(nlcclConfig_t), set by the initializer */
   unsigned int magic;   /**< NLCCL_CONFIG_MAGIC, set by the initializer */
   unsigned int version; /**< NLCCL_VERSION_CODE, set by the initializer */
-  int blocking;         /**< 1 (default): init blocks until done */
+  int blocking;         /**< 1 (default) or 0; init always completes before returning, which
+                             NCCL's non-blocking mode also allows (it then returns Success) */
   int timeoutMs;        /**< wait limit for any peer; default NLCCL_TIMEOUT_MS or 300000 */
   const char* transport; /**< "auto", "shm", "ofi", "neuronlink", "loopback"; default NLCCL_TRANSPORT */
   const char* topology;  /**< fabric preset or JSON file; default NLCCL_TOPOLOGY or "trn3-us144" */
@@ -126,14 +127,17 @@ nlcclResult_t nlcclCommInitRankConfig(nlcclComm_t* comm, int nranks, nlcclUnique
                                       nlcclConfig_t* config);
 /** Makes `ndev` ranks in this process, as threads sharing memory (devlist is ignored; may be NULL). */
 nlcclResult_t nlcclCommInitAll(nlcclComm_t* comms, int ndev, const int* devlist);
-/** Splits `comm` by `color` (ranks ordered by `key`); color < 0 yields *newcomm = NULL. Collective. */
+/** Color for nlcclCommSplit of a rank that joins no new communicator. */
+#define NLCCL_SPLIT_NOCOLOR -1
+/** Splits `comm` by `color` (ranks ordered by `key`); NLCCL_SPLIT_NOCOLOR (any color < 0) yields
+ *  *newcomm = NULL. Collective over `comm`. */
 nlcclResult_t nlcclCommSplit(nlcclComm_t comm, int color, int key, nlcclComm_t* newcomm,
                              nlcclConfig_t* config);
 
 /* ---- lifetime ---- */
-/** Completes all work queued on `comm`. */
+/** Waits until every call queued on streams for `comm` has run; returns its async error. */
 nlcclResult_t nlcclCommFinalize(nlcclComm_t comm);
-/** Frees `comm` (after finalize, or when no work is queued). */
+/** Waits for work queued on `comm` (as finalize does), then frees it. */
 nlcclResult_t nlcclCommDestroy(nlcclComm_t comm);
 /** Stops `comm` at once: pending operations fail, resources are freed. Always returns promptly. */
 nlcclResult_t nlcclCommAbort(nlcclComm_t comm);

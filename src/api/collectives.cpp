@@ -109,8 +109,14 @@ NLCCL_API nlcclResult_t nlcclAlltoAllv(const void* sendbuff, const size_t sendco
     for (int r = 0; r < c->nranks(); ++r) {
       API_CHECK(api::checkCount(sendcounts[r], 1, datatype, "sendcounts[r]", func));
       API_CHECK(api::checkCount(recvcounts[r], 1, datatype, "recvcounts[r]", func));
-      API_CHECK(api::checkCount(sdispls[r] + sendcounts[r], 1, datatype, "sdispls[r]", func));
-      API_CHECK(api::checkCount(rdispls[r] + recvcounts[r], 1, datatype, "rdispls[r]", func));
+      size_t sEnd, rEnd;
+      if (__builtin_add_overflow(sdispls[r], sendcounts[r], &sEnd) ||
+          __builtin_add_overflow(rdispls[r], recvcounts[r], &rEnd)) {
+        WARN("%s: sdispls[%d] or rdispls[%d] plus its count overflows", func, r, r);
+        return Status::InvalidArgument;
+      }
+      API_CHECK(api::checkCount(sEnd, 1, datatype, "sdispls[r]", func));
+      API_CHECK(api::checkCount(rEnd, 1, datatype, "rdispls[r]", func));
       sendTotal += sendcounts[r];
       recvTotal += recvcounts[r];
     }

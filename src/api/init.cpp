@@ -165,7 +165,9 @@ NLCCL_API nlcclResult_t nlcclCommSplit(nlcclComm_t comm, int color, int key, nlc
 NLCCL_API nlcclResult_t nlcclCommFinalize(nlcclComm_t comm) {
   return guard(comm ? api::toComm(comm) : nullptr, [&] {
     API_CHECK(api::checkComm(comm, "nlcclCommFinalize"));
-    return Status::Success;  // work runs to completion in the caller or on streams the user syncs
+    core::Communicator* c = api::toComm(comm);
+    c->waitIdle();  // every call queued on a stream has run
+    return c->asyncError();
   });
 }
 
@@ -173,7 +175,9 @@ NLCCL_API nlcclResult_t nlcclCommDestroy(nlcclComm_t comm) {
   if (comm == nullptr) return nlcclSuccess;  // NCCL accepts NULL
   return guard(nullptr, [&] {
     API_CHECK(api::checkComm(comm, "nlcclCommDestroy"));
-    delete api::toComm(comm);
+    core::Communicator* c = api::toComm(comm);
+    c->waitIdle();  // no stream thread may still use it
+    delete c;
     return Status::Success;
   });
 }
@@ -183,7 +187,8 @@ NLCCL_API nlcclResult_t nlcclCommAbort(nlcclComm_t comm) {
   return guard(nullptr, [&] {
     API_CHECK(api::checkComm(comm, "nlcclCommAbort"));
     core::Communicator* c = api::toComm(comm);
-    c->abort();
+    c->abort();     // queued work fails fast, running work fails at the transport
+    c->waitIdle();
     delete c;
     return Status::Success;
   });

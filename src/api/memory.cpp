@@ -1,7 +1,7 @@
-// nlcclMemAlloc / nlcclMemFree.
-#include <cstdlib>
-
+// nlcclMemAlloc / nlcclMemFree: shareable memory (transports/shm/shm_memory.hpp), so that the shm
+// transport can let peers read a send buffer directly (single copy).
 #include "api/api.hpp"
+#include "transports/shm/shm_memory.hpp"
 
 using namespace nlccl;
 using api::guard;
@@ -16,17 +16,22 @@ NLCCL_API nlcclResult_t nlcclMemAlloc(void** ptr, size_t size) {
       WARN("nlcclMemAlloc: size is 0");
       return Status::InvalidArgument;
     }
-    if (posix_memalign(ptr, 4096, size) != 0) {
+    Status s = transport::shm::memAlloc(size, ptr);
+    if (s == Status::InvalidArgument)
+      WARN("nlcclMemAlloc: size %zu is too large", size);
+    else if (s != Status::Success)
       WARN("nlcclMemAlloc: cannot allocate %zu bytes", size);
-      return Status::SystemError;
-    }
-    return Status::Success;
+    if (s != Status::Success) *ptr = nullptr;
+    return s;
   });
 }
 
 NLCCL_API nlcclResult_t nlcclMemFree(void* ptr) {
   return guard(nullptr, [&] {
-    free(ptr);
-    return Status::Success;
+    if (ptr == nullptr) return Status::Success;
+    Status s = transport::shm::memFree(ptr);
+    if (s == Status::InvalidArgument)
+      WARN("nlcclMemFree: ptr %p was not returned by nlcclMemAlloc (or was freed already)", ptr);
+    return s;
   });
 }

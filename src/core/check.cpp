@@ -24,7 +24,8 @@ std::string describe(const CallSignature& s) {
 
 Status checkSignatures(const std::vector<engine::CollJob>& colls,
                        const std::vector<Communicator*>& comms,
-                       const std::vector<CallSignature>& sigs, std::chrono::milliseconds timeout) {
+                       const std::vector<CallSignature>& sigs, std::chrono::milliseconds timeout,
+                       bool* engineFailed) {
   std::vector<engine::CollJob> jobs;
   std::vector<std::vector<CallSignature>> gathered(colls.size());
   for (size_t i = 0; i < colls.size(); ++i) {
@@ -47,7 +48,11 @@ Status checkSignatures(const std::vector<engine::CollJob>& colls,
     jobs.push_back(j);
   }
   std::vector<engine::P2PJob> none;
-  NLCHECK(engine::run(jobs, none, timeout));
+  Status s = engine::run(jobs, none, timeout);
+  if (s != Status::Success) {
+    *engineFailed = true;
+    return s;
+  }
   for (size_t i = 0; i < colls.size(); ++i) {
     for (int r = 0; r < comms[i]->nranks(); ++r) {
       if (gathered[i][r] == sigs[i]) continue;

@@ -23,9 +23,11 @@ struct CallSignature {
   friend bool operator==(const CallSignature&, const CallSignature&) = default;
 };
 
-/// Checks every job of `colls` (whose communicators are `comms[i]`) across its ranks.
+/// Checks every job of `colls` (whose communicators are `comms[i]`) across its ranks. Sets
+/// *engineFailed when the exchange itself failed (the transports are then aborted).
 Status checkSignatures(const std::vector<engine::CollJob>& colls,
                        const std::vector<Communicator*>& comms,
-                       const std::vector<CallSignature>& sigs, std::chrono::milliseconds timeout);
+                       const std::vector<CallSignature>& sigs, std::chrono::milliseconds timeout,
+                       bool* engineFailed);
 
 }  // namespace nlccl::core

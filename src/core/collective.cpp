@@ -20,11 +20,19 @@ bool overlaps(const void* a, size_t na, const void* b, size_t nb) {
   return x < y + nb && y < x + na;
 }
 
-/// Group sizes for `hier`: NLCCL_HIER_GROUPS ("4x2", innermost first), else one level.
-Status hierGroups(int nranks, std::vector<int>* groups) {
+/// Group sizes and level algorithms for `hier`: NLCCL_HIER_GROUPS ("4x2", innermost first), else
+/// the ranks per host; NLCCL_HIER_ALGOS ("ring,rhd", innermost first), else ring.
+Status hierShape(const Communicator& comm, plan::Request* req) {
+  const int nranks = comm.nranks();
+  std::vector<int>* groups = &req->groups;
+  std::string algos = paramHierAlgos();
+  req->levelAlgorithms.clear();
+  std::stringstream as(algos);
+  for (std::string a; std::getline(as, a, ',');) req->levelAlgorithms.push_back(a);
   std::string spec = paramHierGroups();
-  groups->clear();
+  *groups = comm.hostGroups();
   if (spec.empty()) return Status::Success;
+  groups->clear();
   std::stringstream ss(spec);
   std::string tok;
   long product = 1;
@@ -67,7 +75,7 @@ Status allToAllvPlanned(Communicator* comm, const CollArgs& a, Stream* stream,
   const int p = comm->nranks(), me = comm->rank();
   const size_t es = dataTypeSize(a.dtype);
   auto work = std::make_shared<Work>();
-  work->comms.push_back(comm);
+  work->addComm(comm);
   // Counts gathered as uint64 rows: matrix[i*p + j] = elements rank i sends rank j.
   auto row = std::make_shared<std::vector<uint64_t>>(a.sendcounts, a.sendcounts + p);
   auto matrix = std::make_shared<std::vector<uint64_t>>(static_cast<size_t>(p) * p);
@@ -89,14 +97,15 @@ Status allToAllvPlanned(Communicator* comm, const CollArgs& a, Stream* stream,
       rc(a.recvcounts, a.recvcounts + p), rd(a.rdispls, a.rdispls + p);
   const char* send = static_cast<const char*>(a.send);
   char* recv = static_cast<char*>(a.recv);
-  std::vector<int> groups;
-  NLCHECK(hierGroups(p, &groups));
+  plan::Request shape;
+  NLCHECK(hierShape(*comm, &shape));
   work->prepare.push_back([=](Work& w) -> Status {
     (void)row;  // owned here until the counts have been gathered
     plan::Request req;
     req.collective = Collective::AllToAllv;
     req.nranks = p;
-    req.groups = groups;
+    req.groups = shape.groups;
+    req.levelAlgorithms = shape.levelAlgorithms;
     req.matrix.assign(matrix->begin(), matrix->end());
     for (int j = 0; j < p; ++j)
       if (req.matrix[static_cast<size_t>(j) * p + me] != rc[j]) {
@@ -161,7 +170,7 @@ Status allToAllv(Communicator* comm, const CollArgs& a, Stream* stream) {
   const size_t es = dataTypeSize(a.dtype);
   const int p = comm->nranks(), me = comm->rank();
   auto work = std::make_shared<Work>();
-  work->comms.push_back(comm);
+  work->addComm(comm);
   uint64_t tag = engine::makeCollTag(comm->nextCollSeq(), 0, 0);
   engine::P2PJob job;
   job.transport = comm->transport();
@@ -233,13 +242,13 @@ Status collective(Communicator* comm, const CollArgs& a, Stream* stream) {
   req.root = a.root;
   req.inPlace = inPlace;
   std::string algo = comm->algorithmFor(a.collective);
-  if (algo == "hier") NLCHECK(hierGroups(comm->nranks(), &req.groups));
+  if (algo == "hier") NLCHECK(hierShape(*comm, &req));
   std::shared_ptr<const plan::Plan> plan;
   NLCHECK(comm->getPlan(req, algo, &plan));
 
   const size_t es = dataTypeSize(a.dtype);
   auto work = std::make_shared<Work>();
-  work->comms.push_back(comm);
+  work->addComm(comm);
   work->scratch.push_back(allocScratch(plan->scratchCount * es));
   engine::CollJob job;
   job.plan = plan;
@@ -268,7 +277,7 @@ Status collective(Communicator* comm, const CollArgs& a, Stream* stream) {
 Status pointToPoint(Communicator* comm, bool isSend, void* buf, size_t count, DataType dtype,
                     int peer, Stream* stream) {
   auto work = std::make_shared<Work>();
-  work->comms.push_back(comm);
+  work->addComm(comm);
   engine::P2PJob job;
   job.transport = comm->transport();
   uint64_t n = isSend ? comm->nextSendTag(peer) : comm->nextRecvTag(peer);

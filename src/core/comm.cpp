@@ -1,6 +1,5 @@
 #include "core/comm.hpp"
 
-#include <sstream>
 
 #include "algorithms/algorithms.hpp"
 #include "algorithms/selection.hpp"
@@ -49,15 +48,12 @@ std::string Communicator::algorithmFor(Collective c) const {
 
 Status Communicator::getPlan(const plan::Request& req, const std::string& algo,
                              std::shared_ptr<const plan::Plan>* out) {
-  std::ostringstream key;
-  key << static_cast<int>(req.collective) << '/' << algo << '/' << req.nranks << '/' << req.count
-      << '/' << req.root << '/' << req.inPlace;
-  for (int g : req.groups) key << ',' << g;
-  for (const auto& a : req.levelAlgorithms) key << ',' << a;
+  PlanKey key{req.collective, algo,       req.nranks,    req.root, req.count,
+               req.inPlace,    req.groups, req.levelAlgorithms};
   bool cacheable = req.matrix.empty();
   if (cacheable) {
     std::lock_guard<std::mutex> lock(planMu_);
-    auto it = plans_.find(key.str());
+    auto it = plans_.find(key);
     if (it != plans_.end()) {
       *out = it->second;
       return Status::Success;
@@ -73,7 +69,7 @@ Status Communicator::getPlan(const plan::Request& req, const std::string& algo,
   auto p = std::make_shared<const plan::Plan>(std::move(*built));
   if (cacheable) {
     std::lock_guard<std::mutex> lock(planMu_);
-    plans_.emplace(key.str(), p);
+    plans_.emplace(std::move(key), p);
   }
   *out = std::move(p);
   return Status::Success;
@@ -117,6 +113,21 @@ std::string Communicator::lastError() const {
 void Communicator::setAsyncError(Status s) {
   int expected = 0;
   asyncError_.compare_exchange_strong(expected, static_cast<int>(s));
+}
+
+void Communicator::addPending() {
+  std::lock_guard<std::mutex> lock(idleMu_);
+  ++pendingWork_;
+}
+
+void Communicator::removePending() {
+  std::lock_guard<std::mutex> lock(idleMu_);
+  if (--pendingWork_ == 0) idleCv_.notify_all();
+}
+
+void Communicator::waitIdle() {
+  std::unique_lock<std::mutex> lock(idleMu_);
+  idleCv_.wait(lock, [this] { return pendingWork_ == 0; });
 }
 
 void Communicator::abort() {

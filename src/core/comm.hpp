@@ -5,10 +5,12 @@
 #include <array>
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "algorithms/selection.hpp"
@@ -65,6 +67,11 @@ class Communicator {
   Status getPlan(const plan::Request& req, const std::string& algo,
                  std::shared_ptr<const plan::Plan>* out);
 
+  /// Default group sizes of `hier` (innermost first): {ranks per host, hosts} when ranks are
+  /// laid out host by host in equal numbers; empty (one level) otherwise.
+  const std::vector<int>& hostGroups() const { return hostGroups_; }
+  void setHostGroups(std::vector<int> g) { hostGroups_ = std::move(g); }
+
   uint64_t nextCollSeq() { return collSeq_.fetch_add(1); }
   uint64_t nextSendTag(int peer);
   uint64_t nextRecvTag(int peer);
@@ -79,6 +86,12 @@ class Communicator {
   void setAsyncError(Status s);
   /// Fails all pending work on this communicator's transport.
   void abort();
+
+  /// Work (queued or running) that uses this communicator; destroy and abort wait for it, so no
+  /// stream thread is left holding a freed communicator.
+  void addPending();
+  void removePending();
+  void waitIdle();
   bool aborted() const { return aborted_.load(); }
 
  private:
@@ -90,12 +103,32 @@ class Communicator {
   CommConfig config_;
 
   algo::Selection selection_;
+  std::vector<int> hostGroups_;
+  /// Plans by (collective, algorithm, shape): a plain key, since a lookup sits on every call.
+  struct PlanKey {
+    Collective collective;
+    std::string algorithm;
+    int nranks, root;
+    size_t count;
+    bool inPlace;
+    std::vector<int> groups;
+    std::vector<std::string> levels;
+    friend bool operator<(const PlanKey& a, const PlanKey& b) {
+      return std::tie(a.collective, a.count, a.root, a.inPlace, a.nranks, a.algorithm, a.groups,
+                      a.levels) < std::tie(b.collective, b.count, b.root, b.inPlace, b.nranks,
+                                           b.algorithm, b.groups, b.levels);
+    }
+  };
   std::mutex planMu_;
-  std::map<std::string, std::shared_ptr<const plan::Plan>> plans_;
+  std::map<PlanKey, std::shared_ptr<const plan::Plan>> plans_;
 
   std::atomic<uint64_t> collSeq_{0};
   std::mutex p2pMu_;
   std::vector<uint64_t> sendCount_, recvCount_;
+
+  std::mutex idleMu_;
+  std::condition_variable idleCv_;
+  int pendingWork_ = 0;
 
   mutable std::mutex statsMu_;
   CommStats stats_;

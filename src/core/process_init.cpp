@@ -10,6 +10,19 @@ namespace nlccl::core {
 
 namespace {
 
+/// {ranks per host, hosts} when the ranks sit host by host in equal blocks, else {} (one level).
+std::vector<int> hostGroupsOf(const bootstrap::Bootstrap& bs) {
+  const int n = bs.nranks();
+  int perHost = 1;
+  while (perHost < n && bs.peerHostIdentity(perHost) == bs.peerHostIdentity(0)) ++perHost;
+  if (perHost == n || n % perHost != 0) return {};
+  for (int r = 0; r < n; ++r)
+    if (bs.peerHostIdentity(r) != bs.peerHostIdentity(r - r % perHost)) return {};
+  for (int h = perHost; h < n; h += perHost)
+    if (bs.peerHostIdentity(h) == bs.peerHostIdentity(h - perHost)) return {};
+  return {perHost, n / perHost};
+}
+
 /// Builds the communicator of one rank over `bs` (a fresh bootstrap or a split of one).
 Status connect(std::unique_ptr<bootstrap::Bootstrap> bs, const CommConfig& config,
                std::unique_ptr<Communicator>* out) {
@@ -41,6 +54,7 @@ Status connect(std::unique_ptr<bootstrap::Bootstrap> bs, const CommConfig& confi
     tp = std::make_unique<transport::NeuronLinkTransport>(std::move(tp), model);
   }
   auto comm = std::make_unique<Communicator>(rank, nranks, std::move(tp), rv, config);
+  comm->setHostGroups(hostGroupsOf(*b));
   NLCHECK(comm->setAlgorithms(config.algorithm));
   // Ready only when every rank is: a rank that failed above makes the others fail here, not later.
   NLCHECK(b->barrier());

@@ -1,6 +1,20 @@
 #include "core/stream.hpp"
 
+#include <sched.h>
+
 namespace nlccl::core {
+
+template <typename F>
+bool Stream::spinFor(F ready, std::chrono::microseconds limit) {
+  auto end = std::chrono::steady_clock::now() + limit;
+  for (int i = 0;; ++i) {
+    if (ready()) return true;
+    if ((i & 63) == 63) {
+      if (std::chrono::steady_clock::now() > end) return false;
+      sched_yield();  // on a loaded machine the thread we wait for needs the core
+    }
+  }
+}
 
 Stream::Stream() : thread_([this] { loop(); }) {}
 
@@ -18,6 +32,7 @@ void Stream::enqueue(std::function<Status()> work) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     queue_.push_back(std::move(work));
+    submitted_.fetch_add(1);
   }
   cv_.notify_one();
 }
@@ -25,6 +40,12 @@ void Stream::enqueue(std::function<Status()> work) {
 void Stream::loop() {
   std::unique_lock<std::mutex> lock(mu_);
   while (true) {
+    if (queue_.empty() && !stop_) {
+      lock.unlock();
+      uint64_t seen = finished_.load();
+      spinFor([&] { return submitted_.load() != seen; }, std::chrono::microseconds(50));
+      lock.lock();
+    }
     cv_.wait(lock, [this] { return stop_ || !queue_.empty(); });
     if (queue_.empty()) return;  // stop_ and drained
     auto work = std::move(queue_.front());
@@ -34,12 +55,14 @@ void Stream::loop() {
     Status s = work();
     lock.lock();
     --running_;
+    finished_.fetch_add(1);
     if (s != Status::Success && error_ == Status::Success) error_ = s;
     if (queue_.empty() && running_ == 0) idleCv_.notify_all();
   }
 }
 
 Status Stream::synchronize() {
+  spinFor([this] { return finished_.load() == submitted_.load(); }, std::chrono::microseconds(50));
   std::unique_lock<std::mutex> lock(mu_);
   idleCv_.wait(lock, [this] { return queue_.empty() && running_ == 0; });
   Status s = error_;

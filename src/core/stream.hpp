@@ -2,6 +2,8 @@
 // first error a work item returns is kept and reported by synchronize() and query().
 #pragma once
 
+#include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <deque>
 #include <functional>
@@ -27,6 +29,13 @@ class Stream {
 
  private:
   void loop();
+  /// Spins up to `limit` until `ready()` holds (cheap checks on atomics), so that back-to-back
+  /// calls do not each pay a futex sleep and wake-up; the caller then blocks as usual.
+  template <typename F>
+  static bool spinFor(F ready, std::chrono::microseconds limit);
+
+  std::atomic<uint64_t> submitted_{0};  ///< items ever enqueued
+  std::atomic<uint64_t> finished_{0};   ///< items ever finished
   std::mutex mu_;
   std::condition_variable cv_;      // work arrived or stop
   std::condition_variable idleCv_;  // queue drained

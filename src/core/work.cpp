@@ -6,6 +6,16 @@
 
 namespace nlccl::core {
 
+Work::~Work() {
+  for (Communicator* c : pendingOn) c->removePending();
+}
+
+void Work::addComm(Communicator* c) {
+  c->addPending();
+  pendingOn.push_back(c);
+  if (std::find(comms.begin(), comms.end(), c) == comms.end()) comms.push_back(c);
+}
+
 void Work::merge(Work&& o) {
   auto move = [](auto& dst, auto& src) {
     for (auto& x : src) dst.push_back(std::move(x));
@@ -27,6 +37,8 @@ void Work::merge(Work&& o) {
   }
   for (Communicator* c : o.comms)
     if (std::find(comms.begin(), comms.end(), c) == comms.end()) comms.push_back(c);
+  move(pendingOn, o.pendingOn);
+  o.pendingOn.clear();
 }
 
 Status Work::execute() {
@@ -35,7 +47,7 @@ Status Work::execute() {
       WARN("rank %d: communicator was aborted", c->rank());
       return Status::InvalidUsage;
     }
-    if (isFatal(c->asyncError())) {
+    if (c->asyncError() != Status::Success) {
       WARN("rank %d: communicator has failed earlier (%s)", c->rank(), statusName(c->asyncError()));
       return c->asyncError();
     }
@@ -43,16 +55,24 @@ Status Work::execute() {
   for (auto& copy : localCopies) copy();
   std::chrono::milliseconds timeout = std::chrono::milliseconds::max();
   for (Communicator* c : comms) timeout = std::min(timeout, c->config().timeout);
+  // Any failure inside the engine has aborted the transports: the communicators are then done.
+  bool engineFailed = false;
+  auto runEngine = [&](std::vector<engine::CollJob>& c, std::vector<engine::P2PJob>& p) {
+    Status r = engine::run(c, p, timeout);
+    engineFailed = engineFailed || r != Status::Success;
+    return r;
+  };
   Status s = Status::Success;
   if (!preColls.empty()) {
     std::vector<engine::P2PJob> none;
-    s = engine::run(preColls, none, timeout);
+    s = runEngine(preColls, none);
     for (size_t i = 0; i < prepare.size() && s == Status::Success; ++i) s = prepare[i](*this);
   }
   bool check = false;
   for (Communicator* c : collComms) check = check || c->config().check;
-  if (s == Status::Success && check) s = checkSignatures(colls, collComms, signatures, timeout);
-  if (s == Status::Success) s = engine::run(colls, p2ps, timeout);
+  if (s == Status::Success && check)
+    s = checkSignatures(colls, collComms, signatures, timeout, &engineFailed);
+  if (s == Status::Success) s = runEngine(colls, p2ps);
   if (s == Status::Success) {
     for (auto& f : finish) f();
     for (size_t i = 0; i < colls.size(); ++i)
@@ -63,7 +83,7 @@ Status Work::execute() {
     std::string msg = log::lastError();
     for (Communicator* c : comms) {
       c->setLastError(msg);
-      if (isFatal(s)) c->setAsyncError(s);
+      if (isFatal(s) || engineFailed) c->setAsyncError(s);
     }
   }
   return s;

@@ -25,7 +25,15 @@ struct Work {
   std::vector<Communicator*> comms;  ///< every communicator involved (for error reporting)
   std::vector<Communicator*> collComms;  ///< communicator of colls[i]
   std::vector<CallSignature> signatures;  ///< of colls[i], compared across ranks with NLCCL_CHECK
+  std::vector<Communicator*> pendingOn;  ///< one entry per addComm (released by the destructor)
 
+  Work() = default;
+  Work(const Work&) = delete;
+  Work& operator=(const Work&) = delete;
+  ~Work();
+
+  /// Names a communicator this work uses; it stays pending on it until the Work is destroyed.
+  void addComm(Communicator* c);
   /// Appends `other`'s jobs (a group merges the calls it collected).
   void merge(Work&& other);
   /// Runs everything; on failure records the error on the communicators (the engine has aborted

@@ -65,3 +65,48 @@ TEST(StreamsTest, ErrorSurfacesAtSynchronizeAndAsyncError) {
 
 }  // namespace
 }  // namespace nlccl::testing
+
+namespace nlccl::testing {
+namespace {
+
+TEST(StreamsTest, DestroyWaitsForQueuedWork) {
+  const int p = 2;
+  std::vector<nlcclComm_t> comms(p);
+  ASSERT_EQ(nlcclCommInitAll(comms.data(), p, nullptr), nlcclSuccess);
+  runRanks(p, [&](int r) {
+    nlcclStream_t stream;
+    ASSERT_EQ(nlcclStreamCreate(&stream), nlcclSuccess);
+    std::vector<std::vector<float>> bufs(20, std::vector<float>(4096, 1.0f));
+    for (auto& b : bufs)
+      ASSERT_EQ(nlcclAllReduce(b.data(), b.data(), b.size(), nlcclFloat, nlcclSum, comms[r], stream),
+                nlcclSuccess);
+    // No synchronize: destroy itself must wait for the queued calls, not free the communicator
+    // under the stream's thread.
+    EXPECT_EQ(nlcclCommDestroy(comms[r]), nlcclSuccess);
+    EXPECT_EQ(nlcclStreamSynchronize(stream), nlcclSuccess);
+    for (auto& b : bufs) EXPECT_EQ(b[4095], 2.0f);
+    EXPECT_EQ(nlcclStreamDestroy(stream), nlcclSuccess);
+  });
+}
+
+TEST(StreamsTest, AbortReturnsPromptlyWithWorkInFlight) {
+  // Rank 1 never joins: rank 0's queued all-reduce waits (the timeout is the default 300 s), and
+  // abort must still return at once, failing that work.
+  std::vector<nlcclComm_t> comms(2);
+  ASSERT_EQ(nlcclCommInitAll(comms.data(), 2, nullptr), nlcclSuccess);
+  nlcclStream_t stream;
+  ASSERT_EQ(nlcclStreamCreate(&stream), nlcclSuccess);
+  std::vector<float> a(1024, 1.0f), b(1024, 1.0f);
+  ASSERT_EQ(nlcclAllReduce(a.data(), a.data(), 1024, nlcclFloat, nlcclSum, comms[0], stream),
+            nlcclSuccess);
+  ASSERT_EQ(nlcclAllReduce(b.data(), b.data(), 1024, nlcclFloat, nlcclSum, comms[0], stream),
+            nlcclSuccess);
+  EXPECT_EQ(nlcclCommAbort(comms[0]), nlcclSuccess);
+  nlcclResult_t s = nlcclStreamSynchronize(stream);
+  EXPECT_TRUE(s == nlcclRemoteError || s == nlcclInvalidUsage) << nlcclGetErrorString(s);
+  EXPECT_EQ(nlcclStreamDestroy(stream), nlcclSuccess);
+  EXPECT_EQ(nlcclCommAbort(comms[1]), nlcclSuccess);
+}
+
+}  // namespace
+}  // namespace nlccl::testing

@@ -51,7 +51,9 @@ Status ShmTransport::postSend(int peer, uint64_t tag, const void* buf, size_t by
     complete(req, Status::InvalidArgument);
     return Status::InvalidArgument;
   }
-  SendOp op{tag, static_cast<const char*>(buf), bytes, 0, false, req};
+  SendOp op{tag, static_cast<const char*>(buf), bytes, 0, false, req, false, {}};
+  if (peer != rank_ && singleCopyBytes_ != 0 && bytes >= singleCopyBytes_)
+    op.direct = shm::findAllocation(buf, bytes, &op.alloc);
   if (peer == rank_) {
     selfSends_.push_back(op);
     matchSelf();
@@ -151,6 +153,24 @@ Status ShmTransport::pump(int dst) {
   uint64_t tail = rc->tail.load(std::memory_order_acquire);
   while (!p.sends.empty()) {
     SendOp& op = p.sends.front();
+    if (op.direct) {  // one slot with the descriptor; completes on the receiver's ack
+      if (head - tail >= slots) {
+        tail = rc->tail.load(std::memory_order_acquire);
+        if (head - tail >= slots) return Status::Success;
+      }
+      shm::SlotHeader* h = seg.slotHeader(rank_, head);
+      *h = shm::SlotHeader{op.tag, op.bytes, 0, op.bytes, shm::kSlotDirect};
+      shm::DirectDescriptor d{shm::kDirectMagic, op.alloc.id,  op.alloc.size,
+                              op.alloc.offset,   op.alloc.fd, 0};
+      std::memcpy(seg.slotPayload(rank_, head), &d, sizeof d);
+      ++head;
+      rc->head.store(head, std::memory_order_release);
+      seg.ringDoorbell();
+      p.inflight.push_back(InFlight{++p.directPosted, op.req});
+      shm::singleCopyCounters().sent.fetch_add(1, std::memory_order_relaxed);
+      p.sends.pop_front();
+      continue;
+    }
     while (op.sent < op.bytes || !op.started) {
       if (head - tail >= slots) {
         tail = rc->tail.load(std::memory_order_acquire);
@@ -162,6 +182,7 @@ Status ShmTransport::pump(int dst) {
       h->total = op.bytes;
       h->offset = op.sent;
       h->bytes = n;
+      h->flags = 0;
       if (n) std::memcpy(seg.slotPayload(rank_, head), op.buf + op.sent, n);
       ++head;
       rc->head.store(head, std::memory_order_release);
@@ -181,10 +202,25 @@ Status ShmTransport::drain(int src) {
   const uint64_t slotBytes = own_.slotBytes();
   uint64_t tail = rc->tail.load(std::memory_order_relaxed);  // only we write it
   uint64_t head = rc->head.load(std::memory_order_acquire);
+  bool directWaits = false;
   while (tail != head) {
     const shm::SlotHeader h = *own_.slotHeader(src, tail);  // copy: the peer owns the memory
     const char* payload = own_.slotPayload(src, tail);
-    bool sane = h.bytes <= slotBytes && h.offset <= h.total && h.bytes <= h.total - h.offset;
+    if (p.cur == Target::None && h.flags == shm::kSlotDirect) {
+      bool consumed = false;
+      NLCHECK(drainDirect(src, h, payload, tail, head, &consumed));
+      if (!consumed) {
+        directWaits = true;
+        break;
+      }
+      ++tail;
+      rc->tail.store(tail, std::memory_order_release);
+      p.seg.ringDoorbell();  // the ack, and a free slot
+      if (tail == head) head = rc->head.load(std::memory_order_acquire);
+      continue;
+    }
+    bool sane = h.flags == 0 && h.bytes <= slotBytes && h.offset <= h.total &&
+                h.bytes <= h.total - h.offset;
     if (p.cur == Target::None) {
       sane = sane && h.offset == 0;
       if (!sane) break;
@@ -247,11 +283,11 @@ Status ShmTransport::drain(int src) {
     if (tail == head) head = rc->head.load(std::memory_order_acquire);
     continue;
   }
-  if (tail != head) {
+  if (tail != head && !directWaits) {
     // Stopped early: either a message waits for its receive (fine) or the header was bad.
     const shm::SlotHeader h = *own_.slotHeader(src, tail);
-    bool waiting =
-        p.cur == Target::None && h.offset == 0 && h.bytes <= slotBytes && h.bytes <= h.total;
+    bool waiting = p.cur == Target::None && h.flags == 0 && h.offset == 0 &&
+                   h.bytes <= slotBytes && h.bytes <= h.total;
     if (!waiting) {
       WARN("shm: rank %d: corrupt fragment from rank %d (tag 0x%" PRIx64 ", offset %" PRIu64
            ", %" PRIu64 " of %" PRIu64 " bytes)",
@@ -287,8 +323,8 @@ Status ShmTransport::checkPeers() {
 Status ShmTransport::checkGone(int p) {
   const Peer& peer = peers_[static_cast<size_t>(p)];
   if (peer.gone == Gone::No) return Status::Success;
-  bool pending = !peer.sends.empty() || !peer.posted.empty() || peer.cur == Target::Recv ||
-                 peer.cur == Target::Discard;
+  bool pending = !peer.sends.empty() || !peer.posted.empty() || !peer.inflight.empty() ||
+                 peer.cur == Target::Recv || peer.cur == Target::Discard;
   if (!pending) return Status::Success;
   if (peer.gone == Gone::Died)
     WARN("shm: rank %d: peer rank %d (pid %d) died; failing all pending operations", rank_, p,
@@ -315,6 +351,7 @@ Status ShmTransport::progress() {
     if (peer.gone == Gone::No && peer.seg.header()->aborted.load() != 0) peer.gone = Gone::Aborted;
     s = drain(p);
     if (s == Status::Success && peer.gone == Gone::No) s = pump(p);
+    if (s == Status::Success) reapAcks(p);  // a peer that acked, then died, did read our data
     if (s == Status::Success) s = checkGone(p);
   }
   if (s != Status::Success) failAll(s);
@@ -345,8 +382,10 @@ void ShmTransport::failAll(Status why) {
   for (Peer& p : peers_) {
     for (SendOp& op : p.sends) complete(op.req, why);
     for (RecvOp& r : p.posted) complete(r.req, why);
+    for (InFlight& f : p.inflight) complete(f.req, why);
     if (p.cur == Target::Recv) complete(p.curRecv.req, why);
     p.sends.clear();
+    p.inflight.clear();
     p.posted.clear();
     p.unexpected.clear();
     p.cur = Target::None;

@@ -14,6 +14,17 @@
 // engine posts in, a posted receive always gets its data, and the unexpected queue holds at most
 // what the sender has sent ahead of the receives that are waiting for later data.
 //
+// Single copy: a send of at least NLCCL_SHM_SINGLE_COPY_BYTES whose buffer lies wholly inside
+// one nlcclMemAlloc allocation (shm_memory.hpp) puts a descriptor in one slot instead of the data.
+// The receiver maps the sender's allocation (once per (peer, allocation), through
+// /proc/<pid>/fd), copies or reduces straight from it into the destination, then bumps the FIFO's
+// `acked` counter; the sender's request completes only then, since its buffer is read until
+// that moment. Acks come in FIFO order (a descriptor leaves the FIFO only once its data has been
+// read), so one counter per FIFO is enough. A descriptor without a receive is moved to the
+// unexpected queue (its data copied out, then acked) when a receive waits behind it, or when it
+// has waited at the head for kDirectGrace: a sender may be waiting for that send to complete
+// before it sends what the receiver waits for, which eager sends never made it do.
+//
 // Waiting: waitActivity spins briefly, yields, then sleeps on the segment's futex word; peers ring
 // it when they write a slot for us or free a slot we wrote. Failure: progress() checks the peers'
 // processes every ~50 ms (kill(pid, 0), zombie state and start time in /proc) and the health
@@ -23,6 +34,7 @@
 // Tuning (read at create, per rank; each segment records its own geometry):
 //   NLCCL_SHM_SLOT_BYTES  payload bytes per slot (default 512K; K/M suffixes; rounded to 4 KiB)
 //   NLCCL_SHM_SLOTS       slots per FIFO (default 8, at least 2)
+//   NLCCL_SHM_SINGLE_COPY_BYTES  smallest single-copy send (default 64K; 0 disables)
 #pragma once
 
 #include <sys/types.h>
@@ -35,6 +47,9 @@
 #include <string>
 #include <vector>
 
+#include <unordered_map>
+
+#include "transports/shm/shm_memory.hpp"
 #include "transports/shm/shm_segment.hpp"
 #include "transports/transport.hpp"
 
@@ -69,6 +84,8 @@ class ShmTransport final : public Transport {
   /// Payload bytes per slot and slots per FIFO of this rank's incoming FIFOs.
   uint64_t slotBytes() const { return own_.slotBytes(); }
   uint32_t slots() const { return own_.slots(); }
+  /// Smallest send that goes single-copy when its buffer is shareable (0: never).
+  uint64_t singleCopyBytes() const { return singleCopyBytes_; }
 
  private:
   struct SendOp {
@@ -78,6 +95,16 @@ class ShmTransport final : public Transport {
     size_t sent;
     bool started;  // a zero-byte message still takes one fragment
     Request* req;
+    bool direct = false;  // single copy: `alloc` says where `buf` lies
+    shm::AllocationRef alloc;
+  };
+  struct InFlight {  // a direct send waiting for the receiver's ack
+    uint64_t seq;    // 1-based count of direct sends to this peer
+    Request* req;
+  };
+  struct Mapped {  // a peer's allocation, mapped for single-copy reads
+    shm::RemoteMapping map;
+    uint64_t lastUse = 0;
   };
   struct RecvOp {
     uint64_t tag;
@@ -109,6 +136,15 @@ class ShmTransport final : public Transport {
     uint64_t curTag = 0;
     size_t curTotal = 0;
     size_t curNext = 0;  // next expected fragment offset
+    // Single copy, sending side.
+    std::deque<InFlight> inflight;
+    uint64_t directPosted = 0;
+    // Single copy, receiving side.
+    std::unordered_map<uint64_t, Mapped> maps;
+    uint64_t mapClock = 0;
+    uint64_t stallIndex = ~uint64_t{0};  // FIFO index of a descriptor waiting at the head
+    std::chrono::steady_clock::time_point stallSince;
+    int stallSeen = 0;
   };
 
   ShmTransport(int rank, int nranks, std::chrono::milliseconds timeout,
@@ -117,6 +153,12 @@ class ShmTransport final : public Transport {
   Status drain(int src);  // consumes arrived fragments from `src`
   Status pump(int dst);   // writes queued fragments for `dst`
   void deliver(const RecvOp& r, size_t offset, const char* src, size_t bytes);
+  // Consumes the direct message at the head of `src`'s FIFO (header `h`) if it can go now;
+  // *consumed tells whether it did (acked). Errors are fatal for the transport.
+  Status drainDirect(int src, const shm::SlotHeader& h, const char* payload, uint64_t tail,
+                     uint64_t head, bool* consumed);
+  Status mapDirect(int src, const shm::DirectDescriptor& d, const char** data);
+  void reapAcks(int dst);  // completes direct sends the receiver has acked
   void matchSelf();
   Status checkPeers();      // health callback; marks dead peers
   Status checkGone(int p);  // RemoteError if a gone peer is still needed
@@ -126,6 +168,7 @@ class ShmTransport final : public Transport {
   int nranks_;
   std::chrono::milliseconds timeout_;
   std::function<Status()> health_;
+  uint64_t singleCopyBytes_ = 0;
   std::string ownName_;
   shm::Segment own_;
   std::vector<Peer> peers_;

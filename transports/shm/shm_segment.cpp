@@ -109,6 +109,7 @@ Status Segment::create(const std::string& name, int nranks, int owner, uint32_t 
     RingControl* rc2 = new (s.ring(src)) RingControl();
     rc2->head.store(0);
     rc2->tail.store(0);
+    rc2->acked.store(0);
   }
   std::atomic_thread_fence(std::memory_order_release);
   h->magic = kSegmentMagic;

@@ -15,21 +15,40 @@
 
 namespace nlccl::transport::shm {
 
-constexpr uint64_t kSegmentMagic = 0x316d68736c63636eull;  // "nlcclshm1"
+constexpr uint64_t kSegmentMagic = 0x326d68736c63636eull;  // "nlcclshm2"
 constexpr size_t kCacheLine = 64;
+
+/// SlotHeader::flags: the payload is a DirectDescriptor, not data (single copy).
+constexpr uint64_t kSlotDirect = 1;
 
 /// Describes one fragment; written by the sender before it publishes the slot.
 struct SlotHeader {
   uint64_t tag;
   uint64_t total;   ///< bytes of the whole message
   uint64_t offset;  ///< where this fragment starts in the message
-  uint64_t bytes;   ///< bytes in this fragment's payload
+  uint64_t bytes;   ///< bytes in this fragment's payload (a direct message: all of them)
+  uint64_t flags;   ///< kSlotDirect or 0
 };
+
+/// Payload of a direct slot: where the sender's data lies in its nlcclMemAlloc allocation.
+/// The receiver reads it from there and then bumps RingControl::acked.
+struct DirectDescriptor {
+  uint64_t magic;      ///< kDirectMagic
+  uint64_t allocId;    ///< the allocation's unique id
+  uint64_t allocSize;  ///< bytes of the whole allocation
+  uint64_t offset;     ///< of the message in the allocation
+  int32_t fd;          ///< the sender's descriptor of the allocation (/proc/<pid>/fd/<fd>)
+  int32_t pad;
+};
+constexpr uint64_t kDirectMagic = 0x7463657269646c6eull;
 
 /// Single-producer single-consumer FIFO control: counters only grow, slot = index % slots.
 struct RingControl {
   alignas(kCacheLine) std::atomic<uint64_t> head;  ///< fragments published (sender writes)
   alignas(kCacheLine) std::atomic<uint64_t> tail;  ///< fragments consumed (receiver writes)
+  /// Direct messages the receiver has finished reading (receiver writes, in FIFO order): the
+  /// sender's buffer is free again up to this count.
+  std::atomic<uint64_t> acked;
 };
 
 struct alignas(kCacheLine) SegmentHeader {

@@ -25,6 +25,7 @@ namespace {
 constexpr uint64_t kBlobMagic = 0x626f6c626d687331ull;
 constexpr uint64_t kDefaultSlotBytes = 512 * 1024;
 constexpr uint32_t kDefaultSlots = 8;
+constexpr uint64_t kDefaultSingleCopyBytes = 64 * 1024;
 
 /// What each rank publishes through the setup all-gather.
 struct SetupBlob {
@@ -82,6 +83,18 @@ void geometryFromEnv(uint32_t* slots, uint64_t* slotBytes) {
     else
       *slots = static_cast<uint32_t>(std::min<long>(v, 4096));
   }
+}
+
+uint64_t singleCopyFromEnv() {
+  const char* e = getenv("NLCCL_SHM_SINGLE_COPY_BYTES");
+  if (!e) return kDefaultSingleCopyBytes;
+  if (strcmp(e, "0") == 0) return 0;  // disabled
+  uint64_t v = parseSize(e);
+  if (v == 0) {
+    WARN("shm: ignoring NLCCL_SHM_SINGLE_COPY_BYTES=%s (expected bytes, e.g. 64K, or 0)", e);
+    return kDefaultSingleCopyBytes;
+  }
+  return v;
 }
 
 std::string uniqueName(int rank) {
@@ -154,12 +167,15 @@ Status ShmTransport::setup(const AllGatherFn& allGather) {
   uint32_t slots;
   uint64_t slotBytes;
   geometryFromEnv(&slots, &slotBytes);
+  singleCopyBytes_ = singleCopyFromEnv();
   ownName_ = uniqueName(rank_);
   NLCHECK(shm::Segment::create(ownName_, nranks_, rank_, slots, slotBytes, &own_));
   nextCheck_ = std::chrono::steady_clock::now();
   peers_.resize(static_cast<size_t>(nranks_));
-  INFO(log::kShm, "shm: rank %d: segment %s, %u slots x %" PRIu64 " bytes per peer", rank_,
-       ownName_.c_str(), slots, slotBytes);
+  INFO(log::kShm,
+       "shm: rank %d: segment %s, %u slots x %" PRIu64 " bytes per peer, single copy from %" PRIu64
+       " bytes",
+       rank_, ownName_.c_str(), slots, slotBytes, singleCopyBytes_);
   if (nranks_ == 1) {
     shm_unlink(ownName_.c_str());
     return Status::Success;

@@ -1,0 +1,197 @@
+#include "transports/shm/shm_memory.hpp"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cinttypes>
+#include <cstdio>
+#include <cstring>
+#include <map>
+#include <mutex>
+#include <random>
+
+#include "util/log.hpp"
+
+namespace nlccl::transport::shm {
+
+namespace {
+
+struct Entry {
+  size_t size;
+  int fd;
+  uint64_t id;
+};
+
+/// ptr range -> allocation; function-local statics so that use from static constructors works.
+struct Registry {
+  std::mutex mu;
+  std::map<uintptr_t, Entry> byBase;
+  uint64_t next = 0;
+  uint64_t salt = 0;
+};
+
+Registry& registry() {
+  static Registry* r = new Registry();  // never destroyed: frees may come from atexit handlers
+  return *r;
+}
+
+size_t pageSize() {
+  static const size_t p = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+  return p;
+}
+
+// The token the receiver looks for in the target of /proc/<pid>/fd/<fd>.
+void tokenFor(uint64_t id, char* buf, size_t n) {
+  snprintf(buf, n, "nlccl-mem-%016" PRIx64, id);
+}
+
+// memfd when the kernel has it; otherwise a POSIX shm object unlinked at once (a kill between the
+// two calls is the only moment a name exists).
+int createObject(uint64_t id) {
+  char name[64];
+  tokenFor(id, name, sizeof name);
+  int fd = memfd_create(name, MFD_CLOEXEC | MFD_ALLOW_SEALING);
+  if (fd >= 0 || errno != ENOSYS) return fd;
+  char path[80];
+  snprintf(path, sizeof path, "/%s-%d", name, static_cast<int>(getpid()));
+  fd = shm_open(path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+  if (fd >= 0) shm_unlink(path);
+  return fd;
+}
+
+}  // namespace
+
+SingleCopyCounters& singleCopyCounters() {
+  static SingleCopyCounters c;
+  return c;
+}
+
+Status memAlloc(size_t size, void** ptr) {
+  const size_t page = pageSize();
+  if (size == 0 || size > SIZE_MAX - page) return Status::InvalidArgument;
+  size_t bytes = (size + page - 1) / page * page;
+  Registry& reg = registry();
+  uint64_t id;
+  {
+    std::lock_guard<std::mutex> lock(reg.mu);
+    if (reg.salt == 0) {
+      std::random_device rd;
+      reg.salt = (uint64_t{rd()} << 32) | 1;  // the low bits count
+    }
+    id = reg.salt + (reg.next++ << 1);
+  }
+  int fd = createObject(id);
+  if (fd < 0) {
+    WARN("nlcclMemAlloc: cannot create a shared memory object: %s", strerror(errno));
+    return Status::SystemError;
+  }
+  // 0600 whatever the umask or the memfd default, and sealed against shrinking: a peer that maps
+  // it can then never fault on a page that went away.
+  if (fchmod(fd, 0600) != 0 || ftruncate(fd, static_cast<off_t>(bytes)) != 0) {
+    WARN("nlcclMemAlloc: cannot size a shared memory object to %zu bytes: %s", bytes,
+         strerror(errno));
+    close(fd);
+    return Status::SystemError;
+  }
+  fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL);  // EINVAL on shm_open: fine
+  void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  if (p == MAP_FAILED) {
+    WARN("nlcclMemAlloc: cannot map %zu bytes of shared memory: %s", bytes, strerror(errno));
+    close(fd);
+    return Status::SystemError;
+  }
+  {
+    std::lock_guard<std::mutex> lock(reg.mu);
+    reg.byBase[reinterpret_cast<uintptr_t>(p)] = Entry{bytes, fd, id};
+  }
+  *ptr = p;
+  return Status::Success;
+}
+
+Status memFree(void* ptr) {
+  Registry& reg = registry();
+  Entry e;
+  {
+    std::lock_guard<std::mutex> lock(reg.mu);
+    auto it = reg.byBase.find(reinterpret_cast<uintptr_t>(ptr));
+    if (it == reg.byBase.end()) return Status::InvalidArgument;
+    e = it->second;
+    reg.byBase.erase(it);
+  }
+  munmap(ptr, e.size);
+  close(e.fd);
+  return Status::Success;
+}
+
+bool findAllocation(const void* ptr, size_t bytes, AllocationRef* out) {
+  const auto p = reinterpret_cast<uintptr_t>(ptr);
+  Registry& reg = registry();
+  std::lock_guard<std::mutex> lock(reg.mu);
+  auto it = reg.byBase.upper_bound(p);
+  if (it == reg.byBase.begin()) return false;
+  --it;
+  const uintptr_t base = it->first;
+  const Entry& e = it->second;
+  if (p - base > e.size || bytes > e.size - (p - base)) return false;
+  *out = AllocationRef{e.id, e.fd, p - base, e.size};
+  return true;
+}
+
+RemoteMapping& RemoteMapping::operator=(RemoteMapping&& o) noexcept {
+  if (this != &o) {
+    unmap();
+    base_ = o.base_;
+    size_ = o.size_;
+    o.base_ = nullptr;
+    o.size_ = 0;
+  }
+  return *this;
+}
+
+void RemoteMapping::unmap() {
+  if (base_) munmap(base_, size_);
+  base_ = nullptr;
+  size_ = 0;
+}
+
+Status RemoteMapping::open(pid_t pid, int fd, uint64_t id, uint64_t size, RemoteMapping* out) {
+  char path[64];
+  snprintf(path, sizeof path, "/proc/%d/fd/%d", static_cast<int>(pid), fd);
+  int mine = ::open(path, O_RDONLY | O_CLOEXEC);
+  if (mine < 0) {
+    WARN("shm: cannot open process %d's shared buffer (%s): %s", static_cast<int>(pid), path,
+         strerror(errno));
+    return Status::SystemError;
+  }
+  // Check what we opened, not what the path named a moment earlier.
+  char self[64], target[256] = {}, token[64];
+  snprintf(self, sizeof self, "/proc/self/fd/%d", mine);
+  ssize_t n = readlink(self, target, sizeof target - 1);
+  tokenFor(id, token, sizeof token);
+  struct stat st;
+  if (n <= 0 || !strstr(target, token) || fstat(mine, &st) != 0 ||
+      static_cast<uint64_t>(st.st_size) < size) {
+    WARN("shm: %s is not process %d's shared buffer %s of %" PRIu64 " bytes", path,
+         static_cast<int>(pid), token, size);
+    close(mine);
+    return Status::SystemError;
+  }
+  // Populated at once: one call instead of a page fault per 4 KiB on the first transfers.
+  void* p = mmap(nullptr, size, PROT_READ, MAP_SHARED | MAP_POPULATE, mine, 0);
+  int err = errno;
+  close(mine);
+  if (p == MAP_FAILED) {
+    WARN("shm: cannot map process %d's shared buffer (%" PRIu64 " bytes): %s",
+         static_cast<int>(pid), size, strerror(err));
+    return Status::SystemError;
+  }
+  out->unmap();
+  out->base_ = static_cast<char*>(p);
+  out->size_ = size;
+  return Status::Success;
+}
+
+}  // namespace nlccl::transport::shm

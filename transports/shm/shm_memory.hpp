@@ -1,0 +1,70 @@
+// Shareable host memory for nlcclMemAlloc, and the peer side of single-copy transfers.
+//
+// Every allocation is its own memfd (mode 0600, sealed against shrinking, so a reader can never
+// take SIGBUS), mapped MAP_SHARED and kept open for the life of the allocation. A memfd has no
+// name in /dev/shm, so nothing is left behind whatever happens to the process. (Without memfd,
+// shm_open + immediate shm_unlink is the fallback.) The process-wide registry maps pointer ranges
+// to {fd, offset, size, id}; the shm transport looks a send's buffer up there and, when it lies
+// wholly inside one allocation, sends a descriptor instead of the data. The receiver opens the
+// sender's /proc/<pid>/fd/<fd> (allowed for the same user), checks that it is the allocation the
+// descriptor names (the memfd's name carries the 64-bit id), maps it read-only and caches the
+// mapping per (peer, id).
+#pragma once
+
+#include <sys/types.h>
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+
+#include "util/status.hpp"
+
+namespace nlccl::transport::shm {
+
+/// Allocates `size` bytes (page granular, zero-filled) of shareable memory into *ptr.
+Status memAlloc(size_t size, void** ptr);
+/// Unmaps an allocation made by memAlloc. InvalidArgument (nothing logged) when `ptr` is not the
+/// start of a live allocation; the caller names the argument in its message.
+Status memFree(void* ptr);
+
+/// Where a buffer lies inside a registered allocation.
+struct AllocationRef {
+  uint64_t id = 0;      ///< unique per allocation (random high bits, counter low bits)
+  int fd = -1;          ///< the allocating process's descriptor of the memory object
+  uint64_t offset = 0;  ///< of the buffer from the allocation's start
+  uint64_t size = 0;    ///< of the whole allocation (page multiple)
+};
+
+/// True when [ptr, ptr + bytes) lies wholly inside one live allocation; fills *out.
+bool findAllocation(const void* ptr, size_t bytes, AllocationRef* out);
+
+/// A read-only mapping of a peer's allocation. Movable; unmaps on destruction.
+class RemoteMapping {
+ public:
+  RemoteMapping() = default;
+  RemoteMapping(RemoteMapping&& o) noexcept { *this = std::move(o); }
+  RemoteMapping& operator=(RemoteMapping&& o) noexcept;
+  ~RemoteMapping() { unmap(); }
+
+  /// Maps allocation `id` (of `size` bytes, descriptor `fd`) of process `pid`. SystemError (with
+  /// a log line) when the process is gone or the descriptor is not that allocation.
+  static Status open(pid_t pid, int fd, uint64_t id, uint64_t size, RemoteMapping* out);
+  void unmap();
+  const char* data() const { return base_; }
+  uint64_t size() const { return size_; }
+
+ private:
+  char* base_ = nullptr;
+  uint64_t size_ = 0;
+};
+
+/// Process-wide counters of single-copy messages (for tests and statistics).
+struct SingleCopyCounters {
+  std::atomic<uint64_t> sent{0};      ///< descriptors sent instead of data
+  std::atomic<uint64_t> received{0};  ///< descriptors delivered straight into a receive
+  std::atomic<uint64_t> bytes{0};     ///< bytes moved by those receives
+  std::atomic<uint64_t> unexpected{0};  ///< descriptors copied out to the unexpected queue
+};
+SingleCopyCounters& singleCopyCounters();
+
+}  // namespace nlccl::transport::shm
