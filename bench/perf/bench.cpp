@@ -66,6 +66,10 @@ class RankBench {
     NLOK(nlcclCommCount(comm, &n_));
     NLOK(nlcclCommUserRank(comm, &rank_));
     NLOK(nlcclStreamCreate(&stream_));
+    nlcclCommStats_t st;
+    st.size = sizeof st;
+    NLOK(nlcclCommGetStats(comm, &st));
+    modelled_ = std::string(st.transport) == "neuronlink";
   }
   ~RankBench() { nlcclStreamDestroy(stream_); }
 
@@ -75,6 +79,17 @@ class RankBench {
   void barrier() {
     int32_t one = 1;
     NLOK(nlcclAllReduce(&one, &one, 1, nlcclInt32, nlcclSum, comm_, nullptr));
+  }
+  double maxDouble(double v) {
+    NLOK(nlcclAllReduce(&v, &v, 1, nlcclDouble, nlcclMax, comm_, nullptr));
+    return v;
+  }
+  /// Modelled time of this rank's last collective (simulated NeuronLink transport).
+  double lastModelledUs() {
+    nlcclCommStats_t st;
+    st.size = sizeof st;
+    NLOK(nlcclCommGetStats(comm_, &st));
+    return st.lastModelledUs;
   }
   double sumDouble(double v) {
     NLOK(nlcclAllReduce(&v, &v, 1, nlcclDouble, nlcclSum, comm_, nullptr));
@@ -91,6 +106,7 @@ class RankBench {
   std::vector<RankInfo> gatherRanks();
 
   const Options& o_;
+  bool modelled_ = false;  ///< the transport reports modelled time (neuronlink)
   nlcclComm_t comm_;
   Launch launch_;
   int n_ = 0, rank_ = 0;
@@ -194,6 +210,12 @@ Measure RankBench::measure(CheckCase c, bool inPlace) {
   }
 
   Measure m;
+  if (modelled_) {
+    // The collective ends when its last rank does: the max over ranks of the last iteration.
+    m.modelUs = maxDouble(lastModelledUs());
+    double algBytes = collAlgBytes(c.coll, k, ts, n_);
+    m.modelBusBw = m.modelUs > 0 ? algBytes / 1e9 / (m.modelUs * 1e-6) * collBusFactor(c.coll, n_) : 0;
+  }
   m.timeUs = sumDouble(nlSec * 1e6 / o_.iters) / n_;  // nccl-tests reports the mean over ranks
   double sec = m.timeUs * 1e-6;
   m.algBw = sec > 0 ? collAlgBytes(c.coll, k, ts, n_) / 1e9 / sec : 0;
@@ -229,7 +251,7 @@ std::vector<RankInfo> RankBench::gatherRanks() {
 int RankBench::run() {
   std::unique_ptr<Reporter> rep;
   if (rank_ == 0) {
-    rep = std::make_unique<Reporter>(o_, n_, launch_.nThreads, launch_.mode);
+    rep = std::make_unique<Reporter>(o_, n_, launch_.nThreads, launch_.mode, modelled_);
     if (!rep->open()) _exit(2);
   }
   if (collHasRoot(o_.coll) && o_.root >= n_) {

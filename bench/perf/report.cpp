@@ -36,8 +36,8 @@ const char* mpiName(Coll c) {
 
 }  // namespace
 
-Reporter::Reporter(const Options& opts, int nranks, int nThreads, const char* mode)
-    : opts_(opts), nranks_(nranks), nThreads_(nThreads), mode_(mode) {
+Reporter::Reporter(const Options& opts, int nranks, int nThreads, const char* mode, bool modelled)
+    : opts_(opts), nranks_(nranks), nThreads_(nThreads), mode_(mode), modelled_(modelled) {
   // The public API cannot say which algorithm the tuner picked; report the override if any.
   const char* algo = std::getenv("NLCCL_ALGO");
   if (algo != nullptr) algorithm_ = algo;
@@ -110,13 +110,16 @@ void Reporter::header(const std::vector<RankInfo>& ranks) {
   std::printf("# %10s  %12s  %8s  %6s  %6s           out-of-place                       in-place",
               "", "", "", "", "");
   if (mpi) std::printf("  %16s", mpiName(opts_.coll));
+  if (modelled_) std::printf("     modelled (neuronlink): out-of-place   in-place");
   std::printf("\n# %10s  %12s  %8s  %6s  %6s  %7s  %6s  %6s %6s  %7s  %6s  %6s %6s", "size",
               "count", "type", "redop", "root", "time", "algbw", "busbw", "#wrong", "time", "algbw",
               "busbw", "#wrong");
   if (mpi) std::printf("  %8s  %6s", "mpi time", "ratio");
+  if (modelled_) std::printf("  %8s  %6s  %8s  %6s", "mtime", "mbusbw", "mtime", "mbusbw");
   std::printf("\n# %10s  %12s  %8s  %6s  %6s  %7s  %6s  %6s %6s  %7s  %6s  %6s", "(B)",
               "(elements)", "", "", "", "(us)", "(GB/s)", "(GB/s)", "", "(us)", "(GB/s)", "(GB/s)");
   if (mpi) std::printf(" %6s  %8s  %6s", "", "(us)", "nl/mpi");
+  if (modelled_) std::printf("%s  %8s  %6s  %8s  %6s", mpi ? "" : "       ", "(us)", "(GB/s)", "(us)", "(GB/s)");
   std::printf("\n");
   std::fflush(stdout);
 }
@@ -150,6 +153,9 @@ void Reporter::row(size_t bytes, size_t count, nlcclDataType_t type, const char*
       std::printf("  %8s  %6s", "N/A", "N/A");
     }
   }
+  if (modelled_)
+    for (const Measure* m : {&oop, &ip})
+      std::printf("  %8s  %6s", floatStr(m->modelUs, 8).c_str(), floatStr(m->modelBusBw, 6).c_str());
   std::printf("\n");
   std::fflush(stdout);
   record(bytes, count, type, op, root, false, oop);
@@ -190,6 +196,10 @@ void Reporter::record(size_t bytes, size_t count, nlcclDataType_t type, const ch
       r["mpi_time_us"] = have ? nlohmann::json(m.mpiTimeUs) : nlohmann::json();
       r["mpi_busbw_GBps"] = have ? nlohmann::json(m.mpiBusBw) : nlohmann::json();
       r["mpi_ratio"] = have ? nlohmann::json(m.timeUs / m.mpiTimeUs) : nlohmann::json();
+    }
+    if (modelled_) {
+      r["model_time_us"] = m.modelUs;
+      r["model_busbw_GBps"] = m.modelBusBw;
     }
     json_["results"].push_back(std::move(r));
   }

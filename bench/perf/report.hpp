@@ -27,12 +27,15 @@ struct Measure {
   int64_t wrong = -1;  ///< -1: not checked
   double mpiTimeUs = -1;  ///< --compare-mpi, out of place: the MPI equivalent's time (-1: none)
   double mpiBusBw = 0;
+  double modelUs = -1;    ///< simulated NeuronLink: modelled time (max over ranks; -1: none)
+  double modelBusBw = 0;
 };
 
 /// Prints what rank 0 reports and writes the files.
 class Reporter {
  public:
-  Reporter(const Options& opts, int nranks, int nThreads, const char* mode);
+  /// `modelled`: the transport reports modelled time (neuronlink): print its columns too.
+  Reporter(const Options& opts, int nranks, int nThreads, const char* mode, bool modelled);
   ~Reporter();
   /// Opens the files; false (with a message) if one cannot be written.
   bool open();
@@ -50,6 +53,7 @@ class Reporter {
   const Options& opts_;
   int nranks_, nThreads_;
   std::string mode_;
+  bool modelled_;
   std::string algorithm_;
   double bwSum_ = 0;
   int bwCount_ = 0;

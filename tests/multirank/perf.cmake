@@ -78,3 +78,11 @@ exec ${_perf_mpirun} $root --oversubscribe --mca btl self,vader --mca oob_tcp_if
                          TIMEOUT 120 PASS_REGULAR_EXPRESSION "correct \\(0 wrong\\)")
   endif()
 endif()
+
+# Modelled time and busbw columns over the simulated NeuronLink transport (issue 6).
+if(TARGET nlccl-perf)
+  add_test(NAME perf_neuronlink_modelled_columns
+           COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/perf_model_check.sh $<TARGET_FILE:nlccl-perf>)
+  set_tests_properties(perf_neuronlink_modelled_columns PROPERTIES LABELS "multirank;perf"
+                       TIMEOUT 120)
+endif()

@@ -4,4 +4,8 @@ if(TARGET nlccl_transport_shm)
   nlccl_test(multirank_shm_transport_test
              SOURCES ${CMAKE_CURRENT_LIST_DIR}/shm_transport_test.cpp
              DEPS nlccl_transport_shm nlccl_kernels LABELS multirank)
+  # nlcclMemAlloc and the single-copy path (through the transport and through the C API).
+  nlccl_test(multirank_memalloc_test
+             SOURCES ${CMAKE_CURRENT_LIST_DIR}/memalloc_test.cpp
+             DEPS nlccl_api nlccl_transport_shm nlccl_kernels LABELS multirank TIMEOUT 180)
 endif()
