@@ -1,7 +1,9 @@
 // Throughput of the shared-memory transport's slot FIFO: rank 0 (the benchmark thread) streams
 // messages to rank 1 (a helper thread with receives always posted). Both ranks live in this
 // process, but the data goes through the same POSIX shm segments, slots and futexes as between
-// processes. Tune the FIFO with NLCCL_SHM_SLOT_BYTES / NLCCL_SHM_SLOTS.
+// processes. Tune the FIFO with NLCCL_SHM_SLOT_BYTES / NLCCL_SHM_SLOTS. BM_ShmSingleCopyStream
+// sends from an nlcclMemAlloc-style buffer instead, so messages of at least
+// NLCCL_SHM_SINGLE_COPY_BYTES (default 64K) go single-copy (the receiver reads the sender's buffer).
 #include <benchmark/benchmark.h>
 
 #include <atomic>
@@ -13,6 +15,7 @@
 #include <vector>
 
 #include "transports/shm/shm.hpp"
+#include "transports/shm/shm_memory.hpp"
 
 namespace {
 
@@ -55,7 +58,7 @@ Status drive(ShmTransport& t, Request& r) {
   return r.status;
 }
 
-void BM_ShmFifoStream(benchmark::State& state) {
+void stream(benchmark::State& state, bool shareable) {
   const size_t bytes = static_cast<size_t>(state.range(0));
   Pair pair;
   if (!pair.t[0] || !pair.t[1]) {
@@ -80,12 +83,27 @@ void BM_ShmFifoStream(benchmark::State& state) {
       received.store(n + 1);
     }
   });
-  std::vector<char> src(bytes, 1);
+  std::vector<char> heap;
+  char* src = nullptr;
+  if (shareable) {
+    void* p = nullptr;
+    if (nlccl::transport::shm::memAlloc(bytes, &p) != Status::Success) {
+      state.SkipWithError("memAlloc failed");
+      stop.store(true);
+      receiver.join();
+      return;
+    }
+    src = static_cast<char*>(p);
+  } else {
+    heap.resize(bytes);
+    src = heap.data();
+  }
+  std::memset(src, 1, bytes);
   ShmTransport& t = *pair.t[0];
   for (auto _ : state) {
     Request r;
     int64_t n = sent.load();
-    t.postSend(1, static_cast<uint64_t>(n), src.data(), bytes, &r);
+    t.postSend(1, static_cast<uint64_t>(n), src, bytes, &r);
     sent.store(n + 1);
     if (drive(t, r) != Status::Success) {
       state.SkipWithError("send failed");
@@ -99,14 +117,25 @@ void BM_ShmFifoStream(benchmark::State& state) {
   }
   stop.store(true);
   receiver.join();
+  if (shareable) nlccl::transport::shm::memFree(src);
   state.SetBytesProcessed(static_cast<int64_t>(state.iterations()) * static_cast<int64_t>(bytes));
 }
+
+void BM_ShmFifoStream(benchmark::State& state) { stream(state, false); }
+void BM_ShmSingleCopyStream(benchmark::State& state) { stream(state, true); }
 
 BENCHMARK(BM_ShmFifoStream)
     ->Arg(8)
     ->Arg(64 << 10)
     ->Arg(1 << 20)
     ->Arg(16 << 20)
+    ->UseRealTime()
+    ->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_ShmSingleCopyStream)
+    ->Arg(64 << 10)
+    ->Arg(1 << 20)
+    ->Arg(16 << 20)
+    ->Arg(256 << 20)
     ->UseRealTime()
     ->Unit(benchmark::kMicrosecond);
 

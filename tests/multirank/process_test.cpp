@@ -39,12 +39,12 @@ TEST_P(ProcessCollectivesTest, EveryCollective) {
     for (Collective c : {Collective::AllReduce, Collective::AllGather, Collective::ReduceScatter,
                          Collective::Broadcast, Collective::Reduce, Collective::AllToAll,
                          Collective::AllToAllv}) {
-      for (DataType t : {DataType::Float32, DataType::Bfloat16, DataType::Int64, DataType::Uint8,
-                         DataType::Float8e4m3}) {
+      for (int ti = 0; ti < kNumDataTypes; ++ti) {
+        const DataType t = static_cast<DataType>(ti);
         for (int o = 0; o < (reduces(c) ? kNumRedOps : 1); ++o) {
           for (bool inPlace : {false, true}) {
             if (inPlace && c == Collective::AllToAllv) continue;
-            // 3 MB-ish messages cross slot boundaries of the shm FIFOs; 1 element does not.
+            // 1.2 MB messages cross slot boundaries of the shm FIFOs; 1 element does not.
             for (size_t count : {size_t{1}, size_t{7001}, size_t{300000}}) {
               if (count == 300000 && (t != DataType::Float32 || o != 0)) continue;
               CollCase cc{c, t, static_cast<RedOp>(o), count, p - 1, inPlace};
@@ -90,14 +90,20 @@ TEST(ProcessTest, KilledRankBecomesAnErrorOnTheOthers) {
       3,
       [](int r, nlcclComm_t comm) {
         std::vector<float> buf(1 << 20, 1.0f);
-        // One good collective, then rank 1 dies while the others are inside the next one.
+        // One good collective, then rank 1 dies in the middle of the next one: it queues it on a
+        // stream (so its data is moving) and is killed a moment later.
         if (nlcclAllReduce(buf.data(), buf.data(), buf.size(), nlcclFloat, nlcclSum, comm,
                            nullptr) != nlcclSuccess)
           return false;
         if (r == 1) {
-          usleep(200000);
+          nlcclStream_t s;
+          nlcclStreamCreate(&s);
+          std::vector<float> big(16 << 20, 1.0f);
+          nlcclAllReduce(big.data(), big.data(), big.size(), nlcclFloat, nlcclSum, comm, s);
+          usleep(20000);
           raise(SIGKILL);
         }
+        buf.assign(16 << 20, 1.0f);
         nlcclResult_t res = nlcclAllReduce(buf.data(), buf.data(), buf.size(), nlcclFloat,
                                            nlcclSum, comm, nullptr);
         if (res == nlcclSuccess) return false;
