@@ -8,18 +8,12 @@
 
 namespace nlccl::algo {
 
-using plan::LocalKind;
-using plan::Plan;
-using plan::Region;
-using plan::Step;
-using plan::XferKind;
-
 Plan bruckAllToAll(const plan::Request& req) {
   Plan p = sub::shell(req, "bruck");
   const int np = req.nranks;
   const size_t c = req.count, pc = c * static_cast<size_t>(np);
   if (c == 0) return p;
-  auto mod = [np](int a) { return ((a % np) + np) % np; };
+  auto mod = [np](int a) { return sub::mod(a, np); };
   // Largest number of blocks a step moves, and the scratch layout: [work (in place only) | send
   // pack | receive pack].
   size_t maxBlocks = 0;

@@ -21,12 +21,6 @@
 
 namespace nlccl::algo {
 
-using plan::LocalKind;
-using plan::Plan;
-using plan::Region;
-using plan::Step;
-using plan::XferKind;
-
 namespace {
 
 /// The level structure of a request: sizes, strides (product of inner sizes) and algorithms.
@@ -128,43 +122,50 @@ Plan hierAllReduce(const plan::Request& req) {
   return p;
 }
 
-Plan hierAllGather(const plan::Request& req) {
+namespace {
+
+// All-gather and reduce-scatter are mirror images in Scratch with the blocks ordered by key:
+// all-gather stages its own block, runs the levels from the outermost in and unpacks every block;
+// reduce-scatter stages every block, runs the levels from the innermost out and unpacks its own.
+Plan hierKeyed(const plan::Request& req, bool gather) {
   Plan p = sub::shell(req, "hier");
   const Levels lv = levelsOf(req);
-  const int np = req.nranks;
+  const int np = req.nranks, nl = lv.levels();
   const size_t c = req.count;
   if (c == 0) return p;
-  for (int r = 0; r < np; ++r)
-    sub::local(p, r, 0, LocalKind::Copy, plan::in(0, c), plan::scratch(lv.key(r) * c, c));
-  for (int l = lv.levels() - 1; l >= 0; --l)
+  auto keyed = [&](int q) { return plan::scratch(lv.key(q) * c, c); };
+  for (int r = 0; r < np; ++r) {
+    if (gather)
+      sub::local(p, r, 0, LocalKind::Copy, plan::in(0, c), keyed(r));
+    else
+      for (int q = 0; q < np; ++q)
+        sub::local(p, r, 0, LocalKind::Copy, plan::in(q * c, c), keyed(q));
+  }
+  for (int i = 0; i < nl; ++i) {
+    const int l = gather ? nl - 1 - i : i;
     forGroups(lv, np, l, [&](const std::vector<int>& m, int r) {
-      sub::allGather(lv.algo[l], p, 0, m, keyRange(lv, r, l, c));
+      const Region range = keyRange(lv, r, l, c);
+      if (gather)
+        sub::allGather(lv.algo[l], p, 0, m, range);
+      else
+        sub::reduceScatter(lv.algo[l], p, 0, m, range);
     });
-  for (int r = 0; r < np; ++r)
-    for (int q = 0; q < np; ++q)
-      sub::local(p, r, 0, LocalKind::Copy, plan::scratch(lv.key(q) * c, c), plan::out(q * c, c));
+  }
+  for (int r = 0; r < np; ++r) {
+    if (gather)
+      for (int q = 0; q < np; ++q)
+        sub::local(p, r, 0, LocalKind::Copy, keyed(q), plan::out(q * c, c));
+    else
+      sub::local(p, r, 0, LocalKind::Copy, keyed(r), plan::out(0, c));
+  }
   sub::fitScratch(p);
   return p;
 }
 
-Plan hierReduceScatter(const plan::Request& req) {
-  Plan p = sub::shell(req, "hier");
-  const Levels lv = levelsOf(req);
-  const int np = req.nranks;
-  const size_t c = req.count;
-  if (c == 0) return p;
-  for (int r = 0; r < np; ++r)
-    for (int q = 0; q < np; ++q)
-      sub::local(p, r, 0, LocalKind::Copy, plan::in(q * c, c), plan::scratch(lv.key(q) * c, c));
-  for (int l = 0; l < lv.levels(); ++l)
-    forGroups(lv, np, l, [&](const std::vector<int>& m, int r) {
-      sub::reduceScatter(lv.algo[l], p, 0, m, keyRange(lv, r, l, c));
-    });
-  for (int r = 0; r < np; ++r)
-    sub::local(p, r, 0, LocalKind::Copy, plan::scratch(lv.key(r) * c, c), plan::out(0, c));
-  sub::fitScratch(p);
-  return p;
-}
+}  // namespace
+
+Plan hierAllGather(const plan::Request& req) { return hierKeyed(req, /*gather=*/true); }
+Plan hierReduceScatter(const plan::Request& req) { return hierKeyed(req, /*gather=*/false); }
 
 Plan hierAllToAll(const plan::Request& req) {
   Plan p = sub::shell(req, "hier");

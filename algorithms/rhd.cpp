@@ -6,9 +6,6 @@
 
 namespace nlccl::algo {
 
-using plan::LocalKind;
-using plan::Plan;
-
 Plan rabenseifnerAllReduce(const plan::Request& req) {
   Plan p = sub::shell(req, "rhd");
   const size_t n = req.count;

@@ -16,20 +16,32 @@ using namespace plan;
 using ring::chunk;
 using ring::mod;
 
+// The frame every ring builder shares: a pipelinable one-channel Plan with `scratch` elements of
+// Scratch, empty when count is 0. A single rank only copies Input to Output (out of place);
+// otherwise `program(r, steps)` writes rank r's steps.
+template <typename Program>
+Plan ringPlan(const Request& req, size_t scratch, Program program) {
+  Plan plan = ring::emptyPlan(req, "ring");
+  plan.pipelinable = true;
+  const size_t n = req.count;
+  if (n == 0) return plan;
+  plan.scratchCount = scratch;
+  for (int r = 0; r < req.nranks; ++r) {
+    std::vector<Step>& steps = plan.ranks[r].channels[0].steps;
+    if (req.nranks > 1)
+      program(r, steps);
+    else if (!req.inPlace)
+      steps.push_back({{}, {ring::copy(in(0, n), out(0, n))}});
+  }
+  return plan;
+}
+
 // Rank r at step s < p-1 sends chunk r-s and reduces chunk r-s-1 on arrival; after p-1 steps it
 // holds the sum of chunk r+1, which the all-gather steps then pass around the ring.
 Plan ringAllReduce(const Request& req) {
-  Plan plan = ring::emptyPlan(req, "ring");
-  plan.pipelinable = true;
   const int p = req.nranks;
   const size_t n = req.count;
-  if (n == 0) return plan;
-  for (int r = 0; r < p; ++r) {
-    std::vector<Step>& steps = plan.ranks[r].channels[0].steps;
-    if (p == 1) {
-      if (!req.inPlace) steps.push_back({{}, {ring::copy(in(0, n), out(0, n))}});
-      continue;
-    }
+  return ringPlan(req, 0, [&](int r, std::vector<Step>& steps) {
     const int next = ring::nextRank(r, p), prev = ring::prevRank(r, p);
     auto inC = [&](int j) {
       ring::Chunk c = chunk(n, p, mod(j, p));
@@ -51,49 +63,31 @@ Plan ringAllReduce(const Request& req) {
     }
     for (int s = 0; s < p - 1; ++s)
       steps.push_back({{ring::send(next, outC(r + 1 - s)), ring::recv(prev, outC(r - s))}, {}});
-  }
-  return plan;
+  });
 }
 
 // Rank r forwards block r-s at step s and receives block r-s-1.
 Plan ringAllGather(const Request& req) {
-  Plan plan = ring::emptyPlan(req, "ring");
-  plan.pipelinable = true;
   const int p = req.nranks;
   const size_t c = req.count;
-  if (c == 0) return plan;
-  for (int r = 0; r < p; ++r) {
-    std::vector<Step>& steps = plan.ranks[r].channels[0].steps;
+  return ringPlan(req, 0, [&](int r, std::vector<Step>& steps) {
     auto block = [&](int j) { return out(static_cast<size_t>(mod(j, p)) * c, c); };
     const int next = ring::nextRank(r, p), prev = ring::prevRank(r, p);
-    if (p == 1) {
-      if (!req.inPlace) steps.push_back({{}, {ring::copy(in(0, c), block(r))}});
-      continue;
-    }
     Step first{{ring::send(next, in(0, c)), ring::recv(prev, block(r - 1))}, {}};
     if (!req.inPlace) first.locals.push_back(ring::copy(in(0, c), block(r)));
     steps.push_back(std::move(first));
     for (int s = 1; s < p - 1; ++s)
       steps.push_back({{ring::send(next, block(r - s)), ring::recv(prev, block(r - s - 1))}, {}});
-  }
-  return plan;
+  });
 }
 
 // Rank r at step s sends the partial sum of block r-s-1 and reduces block r-s-2 on arrival; the
 // last step reduces block r straight into Output. Partial sums live in two Scratch slots.
 Plan ringReduceScatter(const Request& req) {
-  Plan plan = ring::emptyPlan(req, "ring");
-  plan.pipelinable = true;
   const int p = req.nranks;
   const size_t c = req.count;
-  if (c == 0) return plan;
-  plan.scratchCount = p >= 3 ? static_cast<size_t>(std::min(2, p - 2)) * c : 0;
-  for (int r = 0; r < p; ++r) {
-    std::vector<Step>& steps = plan.ranks[r].channels[0].steps;
-    if (p == 1) {
-      if (!req.inPlace) steps.push_back({{}, {ring::copy(in(0, c), out(0, c))}});
-      continue;
-    }
+  const size_t scratchCount = p >= 3 ? static_cast<size_t>(std::min(2, p - 2)) * c : 0;
+  return ringPlan(req, scratchCount, [&](int r, std::vector<Step>& steps) {
     const int next = ring::nextRank(r, p), prev = ring::prevRank(r, p);
     auto inB = [&](int j) { return in(static_cast<size_t>(mod(j, p)) * c, c); };
     auto target = [&](int s) { return s == p - 2 ? out(0, c) : scratch((s % 2) * c, c); };
@@ -108,58 +102,45 @@ Plan ringReduceScatter(const Request& req) {
       if (s + 1 < p - 1 && needsLoad(s + 1)) st.locals.push_back(load(s + 1));
       steps.push_back(std::move(st));
     }
-  }
-  return plan;
+  });
 }
 
 // A chain root, root+1, ..., root-1: each rank receives the buffer and forwards it (fused).
 Plan ringBroadcast(const Request& req) {
-  Plan plan = ring::emptyPlan(req, "ring");
-  plan.pipelinable = true;
   const int p = req.nranks;
   const size_t n = req.count;
-  if (n == 0) return plan;
-  for (int r = 0; r < p; ++r) {
-    std::vector<Step>& steps = plan.ranks[r].channels[0].steps;
+  return ringPlan(req, 0, [&](int r, std::vector<Step>& steps) {
     const int d = mod(r - req.root, p), next = ring::nextRank(r, p), prev = ring::prevRank(r, p);
     if (d == 0) {
-      Step st;
-      if (p > 1) st.transfers.push_back(ring::send(next, in(0, n)));
+      Step st{{ring::send(next, in(0, n))}, {}};
       if (!req.inPlace) st.locals.push_back(ring::copy(in(0, n), out(0, n)));
-      if (!st.transfers.empty() || !st.locals.empty()) steps.push_back(std::move(st));
+      steps.push_back(std::move(st));
     } else if (d < p - 1) {
       steps.push_back({{{XferKind::RecvCopySend, prev, next, out(0, n)}}, {}});
     } else {
       steps.push_back({{ring::recv(prev, out(0, n))}, {}});
     }
-  }
-  return plan;
+  });
 }
 
 // A chain root+1, ..., root-1, root: each rank adds its input to the partial sum on arrival and
 // forwards it (fused). Non-roots have no Output, so they accumulate in Scratch.
 Plan ringReduce(const Request& req) {
-  Plan plan = ring::emptyPlan(req, "ring");
-  plan.pipelinable = true;
   const int p = req.nranks;
   const size_t n = req.count;
-  if (n == 0) return plan;
-  plan.scratchCount = p >= 3 ? n : 0;
-  for (int r = 0; r < p; ++r) {
-    std::vector<Step>& steps = plan.ranks[r].channels[0].steps;
+  return ringPlan(req, p >= 3 ? n : 0, [&](int r, std::vector<Step>& steps) {
     const int d = mod(r - req.root - 1, p), next = ring::nextRank(r, p),
               prev = ring::prevRank(r, p);
     if (d == p - 1) {  // the root
       if (!req.inPlace) steps.push_back({{}, {ring::copy(in(0, n), out(0, n))}});
-      if (p > 1) steps.push_back({{ring::recvReduce(prev, out(0, n))}, {}});
+      steps.push_back({{ring::recvReduce(prev, out(0, n))}, {}});
     } else if (d == 0) {
       steps.push_back({{ring::send(next, in(0, n))}, {}});
     } else {
       steps.push_back({{}, {ring::copy(in(0, n), scratch(0, n))}});
       steps.push_back({{{XferKind::RecvReduceSend, prev, next, scratch(0, n)}}, {}});
     }
-  }
-  return plan;
+  });
 }
 
 }  // namespace

@@ -4,12 +4,12 @@
 
 #include <cstddef>
 
+#include "algorithms/subgroup.hpp"
 #include "plan/plan.hpp"
 
 namespace nlccl::algo::ring {
 
-/// a mod p in [0, p) for any sign of a.
-inline int mod(int a, int p) { return ((a % p) + p) % p; }
+using sub::mod;  // a mod p in [0, p) for any sign of a
 inline int nextRank(int r, int p) { return mod(r + 1, p); }
 inline int prevRank(int r, int p) { return mod(r - 1, p); }
 
@@ -24,16 +24,9 @@ inline Chunk chunk(size_t n, int parts, int j) {
   return {uj * q + (uj < rem ? uj : rem), q + (uj < rem ? 1 : 0)};
 }
 
-/// A Plan skeleton for `req`: header fields filled, one empty channel per rank.
+/// A Plan skeleton for `req`: sub::shell with one empty channel per rank.
 inline plan::Plan emptyPlan(const plan::Request& req, const char* algorithm) {
-  plan::Plan p;
-  p.collective = req.collective;
-  p.algorithm = algorithm;
-  p.nranks = req.nranks;
-  p.count = req.count;
-  p.root = req.root;
-  p.inPlace = req.inPlace;
-  p.ranks.resize(req.nranks);
+  plan::Plan p = sub::shell(req, algorithm);
   for (plan::RankPlan& rp : p.ranks) rp.channels.resize(1);
   return p;
 }

@@ -6,12 +6,6 @@
 
 namespace nlccl::algo::sub {
 
-using plan::LocalKind;
-using plan::Plan;
-using plan::Region;
-using plan::Step;
-using plan::XferKind;
-
 void xfer(Step& s, XferKind kind, int peer, const Region& r, int next) {
   if (r.count == 0) return;
   s.transfers.push_back({kind, peer, next, r});
@@ -74,9 +68,6 @@ std::vector<int> iota(int n) {
   return v;
 }
 
-namespace {
-int mod(int a, int m) { return ((a % m) + m) % m; }
-}  // namespace
 
 void ringReduceScatter(Plan& p, int ch, const std::vector<int>& members, const Region& seg) {
   const int m = static_cast<int>(members.size());

@@ -14,6 +14,17 @@
 
 #include "plan/plan.hpp"
 
+namespace nlccl::algo {
+
+// The Plan IR names every family file uses, declared once for all of them.
+using plan::LocalKind;
+using plan::Plan;
+using plan::Region;
+using plan::Step;
+using plan::XferKind;
+
+}  // namespace nlccl::algo
+
 namespace nlccl::algo::sub {
 
 /// Offset of block i (0..m) when `count` elements are split into m balanced blocks.
@@ -40,7 +51,7 @@ void push(plan::Plan& p, int rank, int ch, plan::Step&& s);
 /// Appends a local op as its own locals-only step (merged as push does); empty ops are dropped.
 void local(plan::Plan& p, int rank, int ch, plan::LocalKind kind, const plan::Region& src,
            const plan::Region& dst);
-/// Fresh Plan shell for `req` with nranks empty programs.
+/// Fresh Plan shell for `req` with nranks empty programs (no channels yet).
 plan::Plan shell(const plan::Request& req, const char* algorithm);
 
 /// Ring reduce-scatter: member i ends with block i of `seg` reduced over all members (m-1 steps).
@@ -86,5 +97,7 @@ void fitScratch(plan::Plan& p);
 /// Members 0..n-1.
 std::vector<int> iota(int n);
 inline bool isPow2(int n) { return n > 0 && (n & (n - 1)) == 0; }
+/// a mod m in [0, m) for any sign of a.
+inline int mod(int a, int m) { return ((a % m) + m) % m; }
 
 }  // namespace nlccl::algo::sub

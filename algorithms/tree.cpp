@@ -6,12 +6,6 @@
 
 namespace nlccl::algo {
 
-using plan::LocalKind;
-using plan::Plan;
-using plan::Region;
-using plan::Step;
-using plan::XferKind;
-
 Plan treeAllReduce(const plan::Request& req, int chunks) {
   Plan p = sub::shell(req, "tree");
   const size_t n = req.count, h0 = (n + 1) / 2;

@@ -9,15 +9,20 @@
 #include <cstring>
 #include <string_view>
 
+#include "util/dtype.hpp"
+#include "util/size_parse.hpp"
+
 namespace nlccl::perf {
 
-namespace {
+// nlccl.h's type and op values are util/dtype.hpp's (the library converts with a cast too), so the
+// name and size tables there serve this C-API user as well.
+static_assert(nlcclNumTypes == kNumDataTypes && nlcclNumOps == kNumRedOps);
+static_assert(nlcclHalf == static_cast<int>(DataType::Float16) &&
+              nlcclBfloat16 == static_cast<int>(DataType::Bfloat16) &&
+              nlcclFloat8e5m2 == static_cast<int>(DataType::Float8e5m2) &&
+              nlcclAvg == static_cast<int>(RedOp::Avg));
 
-const char* const kTypeNames[nlcclNumTypes] = {"int8",  "uint8",  "int32",    "uint32",
-                                               "int64", "uint64", "half",     "float",
-                                               "double", "bfloat16", "f8e4m3", "f8e5m2"};
-const size_t kTypeSizes[nlcclNumTypes] = {1, 1, 4, 4, 8, 8, 2, 4, 8, 2, 1, 1};
-const char* const kOpNames[nlcclNumOps] = {"sum", "prod", "max", "min", "avg"};
+namespace {
 
 struct CollName {
   const char* name;
@@ -73,53 +78,19 @@ bool parseInt(const char* s, long long lo, long long hi, long long* out) {
   return true;
 }
 
-/// nccl-tests' parsesize: a number with an optional K, M or G (powers of 1024).
-bool parseSize(const char* s, size_t* out) {
-  if (s == nullptr || *s == '\0' || *s == '-') return false;
-  errno = 0;
-  char* end = nullptr;
-  unsigned long long v = std::strtoull(s, &end, 10);
-  if (errno != 0 || end == s) return false;
-  unsigned shift = 0;
-  switch (*end) {
-    case '\0': break;
-    case 'k': case 'K': shift = 10; ++end; break;
-    case 'm': case 'M': shift = 20; ++end; break;
-    case 'g': case 'G': shift = 30; ++end; break;
-    default: return false;
-  }
-  if (*end == 'B' || *end == 'b') ++end;  // "1MB" is common in scripts
-  if (*end != '\0') return false;
-  if (shift != 0 && v > (~0ull >> shift)) return false;
-  *out = static_cast<size_t>(v << shift);
+/// nccl-tests' parsesize (util::parseSize), overflow-checked; the reason goes into `why`.
+bool parseSize(const char* s, size_t* out, std::string* why) {
+  uint64_t v = 0;
+  if (!util::parseSize(s, &v, why)) return false;
+  *out = static_cast<size_t>(v);
   return true;
 }
 
 bool parseType(const char* s, nlcclDataType_t* out) {
-  struct Alias {
-    const char* name;
-    nlcclDataType_t t;
-  };
-  static const Alias kAliases[] = {{"char", nlcclInt8},        {"int", nlcclInt32},
-                                   {"fp16", nlcclHalf},        {"float16", nlcclHalf},
-                                   {"fp32", nlcclFloat},       {"float32", nlcclFloat},
-                                   {"fp64", nlcclDouble},      {"float64", nlcclDouble},
-                                   {"bf16", nlcclBfloat16},    {"fp8e4m3", nlcclFloat8e4m3},
-                                   {"fp8e5m2", nlcclFloat8e5m2}, {"e4m3", nlcclFloat8e4m3},
-                                   {"e5m2", nlcclFloat8e5m2}};
-  for (int t = 0; t < nlcclNumTypes; ++t) {
-    if (std::strcmp(s, kTypeNames[t]) == 0) {
-      *out = static_cast<nlcclDataType_t>(t);
-      return true;
-    }
-  }
-  for (const Alias& a : kAliases) {
-    if (std::strcmp(s, a.name) == 0) {
-      *out = a.t;
-      return true;
-    }
-  }
-  return false;
+  DataType t;
+  if (!parseDataType(s, &t)) return false;
+  *out = static_cast<nlcclDataType_t>(t);
+  return true;
 }
 
 /// Long names of the value-taking letter flags, as nccl-tests spells them.
@@ -134,9 +105,9 @@ const Flag kFlags[] = {{'b', "minbytes"}, {'e', "maxbytes"},     {'f', "stepfact
 
 }  // namespace
 
-const char* typeName(nlcclDataType_t t) { return kTypeNames[t]; }
-const char* opName(nlcclRedOp_t op) { return kOpNames[op]; }
-size_t typeSize(nlcclDataType_t t) { return kTypeSizes[t]; }
+const char* typeName(nlcclDataType_t t) { return dataTypeName(static_cast<DataType>(t)); }
+const char* opName(nlcclRedOp_t op) { return redOpName(static_cast<RedOp>(op)); }
+size_t typeSize(nlcclDataType_t t) { return dataTypeSize(static_cast<DataType>(t)); }
 const char* collName(Coll c) { return kColls[static_cast<int>(c)].name; }
 bool collHasOp(Coll c) {
   return c == Coll::AllReduce || c == Coll::ReduceScatter || c == Coll::Reduce;
@@ -214,15 +185,16 @@ int parseOptions(int argc, char** argv, Options* o, bool* exitNow) {
       (longName == "json" ? o->jsonPath : o->csvPath) = value;
       continue;
     }
+    std::string why;
     switch (letter) {
       case 'b':
-        if (!parseSize(value, &o->minBytes)) return bad(flag, value, "bad size");
+        if (!parseSize(value, &o->minBytes, &why)) return bad(flag, value, why.c_str());
         break;
       case 'e':
-        if (!parseSize(value, &o->maxBytes)) return bad(flag, value, "bad size");
+        if (!parseSize(value, &o->maxBytes, &why)) return bad(flag, value, why.c_str());
         break;
       case 'i':
-        if (!parseSize(value, &o->stepBytes)) return bad(flag, value, "bad size");
+        if (!parseSize(value, &o->stepBytes, &why)) return bad(flag, value, why.c_str());
         break;
       case 'f':
         if (!parseInt(value, 1, 1 << 20, &v)) return bad(flag, value, "need a factor >= 1");
@@ -268,12 +240,10 @@ int parseOptions(int argc, char** argv, Options* o, bool* exitNow) {
         if (std::strcmp(value, "all") == 0) {
           for (int op = 0; op < nlcclNumOps; ++op) o->ops.push_back(nlcclRedOp_t(op));
         } else {
-          int found = -1;
-          for (int op = 0; op < nlcclNumOps; ++op) {
-            if (std::strcmp(value, kOpNames[op]) == 0) found = op;
-          }
-          if (found < 0) return bad(flag, value, "unknown op (sum prod max min avg all)");
-          o->ops.push_back(nlcclRedOp_t(found));
+          RedOp op;
+          if (!parseRedOp(value, &op))
+            return bad(flag, value, "unknown op (sum prod max min avg all)");
+          o->ops.push_back(static_cast<nlcclRedOp_t>(op));
         }
         break;
       }

@@ -13,25 +13,11 @@
 #include "nlccl/sim.hpp"
 #include "nlccl/topology.hpp"
 #include "util/dtype.hpp"
+#include "util/size_parse.hpp"
 
 using namespace nlccl;
 
 namespace {
-
-bool parseSize(const std::string& s, size_t* out) {
-  if (s.empty()) return false;
-  char* end = nullptr;
-  const double v = std::strtod(s.c_str(), &end);
-  if (end == s.c_str() || v < 0) return false;
-  double mult = 1;
-  const std::string suffix(end);
-  if (suffix == "K" || suffix == "k") mult = 1024.0;
-  else if (suffix == "M" || suffix == "m") mult = 1024.0 * 1024;
-  else if (suffix == "G" || suffix == "g") mult = 1024.0 * 1024 * 1024;
-  else if (!suffix.empty()) return false;
-  *out = static_cast<size_t>(v * mult);
-  return true;
-}
 
 bool parseCollective(std::string name, Collective* out) {
   name.erase(std::remove(name.begin(), name.end(), '_'), name.end());
@@ -161,9 +147,15 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "nlccl-sim: --mode must be analytical or flow\n");
     return 2;
   }
-  size_t minBytes = 0, maxBytes = 0;
-  if (!parseSize(minS, &minBytes) || !parseSize(maxS, &maxBytes) || minBytes > maxBytes ||
-      factor < 2) {
+  uint64_t minBytes = 0, maxBytes = 0;
+  auto sizeFlag = [](const char* flag, const std::string& text, uint64_t* value) {
+    std::string why;
+    if (util::parseSize(text, value, &why)) return true;
+    std::fprintf(stderr, "nlccl-sim: %s '%s': %s\n", flag, text.c_str(), why.c_str());
+    return false;
+  };
+  if (!sizeFlag("-b", minS, &minBytes) || !sizeFlag("-e", maxS, &maxBytes)) return 2;
+  if (minBytes > maxBytes || factor < 2) {
     std::fprintf(stderr, "nlccl-sim: bad -b/-e/-f\n");
     return 2;
   }

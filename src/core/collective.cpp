@@ -8,17 +8,11 @@
 #include "core/params.hpp"
 #include "core/work.hpp"
 #include "util/log.hpp"
+#include "util/ranges.hpp"
 
 namespace nlccl::core {
 
 namespace {
-
-/// Byte ranges [a, a+na) and [b, b+nb) intersect.
-bool overlaps(const void* a, size_t na, const void* b, size_t nb) {
-  if (na == 0 || nb == 0 || a == nullptr || b == nullptr) return false;
-  auto x = reinterpret_cast<uintptr_t>(a), y = reinterpret_cast<uintptr_t>(b);
-  return x < y + nb && y < x + na;
-}
 
 /// Group sizes and level algorithms for `hier`: NLCCL_HIER_GROUPS ("4x2", innermost first), else
 /// the ranks per host; NLCCL_HIER_ALGOS ("ring,rhd", innermost first), else ring.
@@ -219,7 +213,7 @@ Status inPlaceLayout(const Communicator& comm, const CollArgs& a, bool* inPlace)
     case Collective::ReduceScatter: *inPlace = recv == send + r * a.count * es; break;
     default: *inPlace = send == recv && send != nullptr; break;
   }
-  if (!*inPlace && overlaps(send, inBytes, recv, outBytes)) {
+  if (!*inPlace && rangesOverlap(send, inBytes, recv, outBytes)) {
     WARN("%s: sendbuff and recvbuff overlap but are not in place (NCCL's in-place layout is %s)",
          collectiveName(a.collective),
          a.collective == Collective::AllGather       ? "sendbuff == recvbuff + rank*sendcount"

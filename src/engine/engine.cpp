@@ -5,6 +5,7 @@
 
 #include "engine/reduce.hpp"
 #include "util/log.hpp"
+#include "util/ranges.hpp"
 
 namespace nlccl::engine {
 
@@ -251,17 +252,13 @@ struct Batch {
   std::vector<std::unique_ptr<char[]>> staging;  ///< copies of sends that overlap a receive
 };
 
-bool overlaps(const P2POp& a, const P2POp& b) {
-  auto x = reinterpret_cast<uintptr_t>(a.buf), y = reinterpret_cast<uintptr_t>(b.buf);
-  return a.bytes && b.bytes && x < y + b.bytes && y < x + a.bytes;
-}
 
 /// Where a send reads from: its buffer, or a copy taken now when a receive of the same batch
 /// writes over it (in-place send/recv pairs, as nccl-tests' sendrecv issues them).
 const void* sendSource(const P2POp& send, const std::vector<P2PJob>& p2ps, Batch& batch) {
   for (const P2PJob& j : p2ps)
     for (const P2POp& r : j.ops)
-      if (!r.isSend && overlaps(send, r)) {
+      if (!r.isSend && rangesOverlap(send.buf, send.bytes, r.buf, r.bytes)) {
         batch.staging.push_back(std::unique_ptr<char[]>(new char[send.bytes]));
         std::memcpy(batch.staging.back().get(), send.buf, send.bytes);
         return batch.staging.back().get();

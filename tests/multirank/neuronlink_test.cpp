@@ -89,6 +89,38 @@ TEST(NeuronLinkTest, LatencyIsAParameter) {
   for (auto c : comms) EXPECT_EQ(nlcclCommDestroy(c), nlcclSuccess);
 }
 
+TEST(NeuronLinkTest, RanksMapToTheListedChips) {
+  // On trn3-us144-pcie the server and rack levels differ in bandwidth, so a 1 MiB message from
+  // chip 0 costs differently to chip 1 (same server) and to chip 4 (next server).
+  fabric::Topology topo;
+  std::string err;
+  ASSERT_EQ(fabric::Topology::load("trn3-us144-pcie", {}, &topo, &err), Status::Success) << err;
+  std::vector<double> seen;
+  for (const char* chips : {"0,1", "0,4"}) {
+    Env env({{"NLCCL_TRANSPORT", "neuronlink"}, {"NLCCL_TOPOLOGY", "trn3-us144-pcie"},
+             {"NLCCL_NEURONLINK_CHIPS", chips}, {"NLCCL_NEURONLINK_REALTIME", "0"}});
+    std::vector<nlcclComm_t> comms(2);
+    ASSERT_EQ(nlcclCommInitAll(comms.data(), 2, nullptr), nlcclSuccess) << nlcclGetLastError(nullptr);
+    const size_t bytes = 1 << 20;
+    runRanks(2, [&](int r) {
+      std::vector<char> b(bytes);
+      if (r == 0) ASSERT_EQ(nlcclSend(b.data(), bytes, nlcclChar, 1, comms[0], nullptr), nlcclSuccess);
+      else ASSERT_EQ(nlcclRecv(b.data(), bytes, nlcclChar, 0, comms[1], nullptr), nlcclSuccess);
+    });
+    fabric::Route route = topo.route(0, chips[2] - '0');
+    const double want = (route.latencyS + bytes / std::min(route.bottleneckBps, topo.chip().dmaBps())) * 1e6;
+    EXPECT_DOUBLE_EQ(statsOf(comms[1]).clockUs, want) << "chips " << chips;
+    seen.push_back(want);
+    for (auto c : comms) EXPECT_EQ(nlcclCommDestroy(c), nlcclSuccess);
+  }
+  EXPECT_NE(seen[0], seen[1]) << "the two placements must cost differently for the test to mean much";
+  Env bad({{"NLCCL_TRANSPORT", "neuronlink"}, {"NLCCL_NEURONLINK_CHIPS", "0,1,2"}});
+  std::vector<nlcclComm_t> comms(2);
+  EXPECT_EQ(nlcclCommInitAll(comms.data(), 2, nullptr), nlcclInvalidArgument);
+  EXPECT_NE(std::string(nlcclGetLastError(nullptr)).find("NLCCL_NEURONLINK_CHIPS"), std::string::npos)
+      << nlcclGetLastError(nullptr);
+}
+
 struct CollParam {
   const char* algorithm;
   int nranks;

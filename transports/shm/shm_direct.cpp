@@ -70,6 +70,13 @@ Status ShmTransport::drainDirect(int src, const shm::SlotHeader& h, const char* 
          rank_, src, h.tag, h.total, d.offset, d.allocSize);
     return Status::InternalError;
   }
+  // A sender that died or aborted never saw its send complete (no ack yet), and after an abort
+  // its buffer may be reused: do not read it.
+  if (p.gone != Gone::No) {
+    WARN("shm: rank %d: peer rank %d %s with a single-copy send not yet read", rank_, src,
+         p.gone == Gone::Died ? "died" : "aborted");
+    return Status::RemoteError;
+  }
   auto ack = [&] {
     rc->acked.store(rc->acked.load(std::memory_order_relaxed) + 1, std::memory_order_release);
     p.stallIndex = ~uint64_t{0};
