@@ -17,6 +17,7 @@
 #include "transports/shm/shm_internal.hpp"
 #include "util/futex.hpp"
 #include "util/log.hpp"
+#include "util/size_parse.hpp"
 
 namespace nlccl::transport {
 
@@ -36,33 +37,10 @@ struct SetupBlob {
   char name[64];
 };
 
-// "512K", "4M", "65536" -> bytes; 0 when unparsable.
+// "512K", "4M", "65536" -> bytes; 0 when unparsable or too large.
 uint64_t parseSize(const char* s) {
-  char* end = nullptr;
-  unsigned long long v = strtoull(s, &end, 10);
-  if (end == s) return 0;
-  switch (*end) {
-    case 'k':
-    case 'K':
-      v <<= 10;
-      ++end;
-      break;
-    case 'm':
-    case 'M':
-      v <<= 20;
-      ++end;
-      break;
-    case 'g':
-    case 'G':
-      v <<= 30;
-      ++end;
-      break;
-    default:
-      break;
-  }
-  if (*end == 'i' || *end == 'B' || *end == 'b') ++end;
-  if (*end == 'B') ++end;
-  return *end == '\0' ? v : 0;
+  uint64_t v = 0;
+  return util::parseSize(s, &v) ? v : 0;
 }
 
 void geometryFromEnv(uint32_t* slots, uint64_t* slotBytes) {
