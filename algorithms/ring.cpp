@@ -2,10 +2,12 @@
 // all-gather, reduce-scatter, and chain (pipelined ring) broadcast and reduce.
 //
 // Every step only touches whole chunks, so cutting each region into proportional slices keeps a
-// step's slice inside the slice of the chunk it depends on: all these Plans are pipelinable. For
-// the same reason the out-of-place copy of Input into Output is done chunk by chunk, each chunk in
-// the step before the one that reduces into it, rather than as one copy of the whole buffer (a
-// whole-buffer copy would make loop 0 of the next step read slices that loop 0 did not copy).
+// step's slice inside the slice of the chunk it depends on: all these Plans are pipelinable.
+//
+// Out of place, a reduction into Output (or Scratch) takes this rank's operand straight from Input
+// with RecvReduceCopy (dst = input op incoming) instead of copying the Input chunk first and then
+// reducing on arrival: memory is swept once, not twice. In-place Plans reduce on arrival as before
+// (the operand already sits in the destination).
 #include "algorithms/families.hpp"
 #include "algorithms/ring_helpers.hpp"
 
@@ -51,14 +53,13 @@ Plan ringAllReduce(const Request& req) {
       ring::Chunk c = chunk(n, p, mod(j, p));
       return out(c.offset, c.count);
     };
-    // Out of place, chunk j must hold this rank's input before the step that reduces into it.
-    if (!req.inPlace) steps.push_back({{}, {ring::copy(inC(r - 1), outC(r - 1))}});
     for (int s = 0; s < p - 1; ++s) {
       Step st;
       st.transfers.push_back(ring::send(next, s == 0 ? inC(r) : outC(r - s)));
-      st.transfers.push_back(ring::recvReduce(prev, outC(r - s - 1)));
-      if (!req.inPlace && s + 1 < p - 1)
-        st.locals.push_back(ring::copy(inC(r - s - 2), outC(r - s - 2)));
+      // Out of place, chunk r-s-1 of Output = this rank's Input chunk + the incoming partial sum.
+      st.transfers.push_back(req.inPlace
+                                 ? ring::recvReduce(prev, outC(r - s - 1))
+                                 : ring::recvReduceCopy(prev, outC(r - s - 1), inC(r - s - 1)));
       steps.push_back(std::move(st));
     }
     for (int s = 0; s < p - 1; ++s)
@@ -91,9 +92,18 @@ Plan ringReduceScatter(const Request& req) {
     const int next = ring::nextRank(r, p), prev = ring::prevRank(r, p);
     auto inB = [&](int j) { return in(static_cast<size_t>(mod(j, p)) * c, c); };
     auto target = [&](int s) { return s == p - 2 ? out(0, c) : scratch((s % 2) * c, c); };
-    // Loads this rank's block for step s's reduction (in place, Output already is that block).
+    if (!req.inPlace) {
+      // target(s) = this rank's block r-s-2 + the incoming partial sum, in one sweep.
+      for (int s = 0; s < p - 1; ++s)
+        steps.push_back({{ring::send(next, s == 0 ? inB(r - 1) : target(s - 1)),
+                          ring::recvReduceCopy(prev, target(s), inB(r - s - 2))},
+                         {}});
+      return;
+    }
+    // In place: load this rank's block into the Scratch slot the step before it reduces into it
+    // (the last step reduces into Output, which already is that block).
     auto load = [&](int s) { return ring::copy(inB(r - s - 2), target(s)); };
-    auto needsLoad = [&](int s) { return !(req.inPlace && s == p - 2); };
+    auto needsLoad = [&](int s) { return s != p - 2; };
     if (needsLoad(0)) steps.push_back({{}, {load(0)}});
     for (int s = 0; s < p - 1; ++s) {
       Step st;
@@ -132,10 +142,14 @@ Plan ringReduce(const Request& req) {
     const int d = mod(r - req.root - 1, p), next = ring::nextRank(r, p),
               prev = ring::prevRank(r, p);
     if (d == p - 1) {  // the root
-      if (!req.inPlace) steps.push_back({{}, {ring::copy(in(0, n), out(0, n))}});
-      steps.push_back({{ring::recvReduce(prev, out(0, n))}, {}});
+      steps.push_back({{req.inPlace ? ring::recvReduce(prev, out(0, n))
+                                    : ring::recvReduceCopy(prev, out(0, n), in(0, n))},
+                       {}});
     } else if (d == 0) {
       steps.push_back({{ring::send(next, in(0, n))}, {}});
+    } else if (!req.inPlace) {  // scratch = input + incoming, then forwarded
+      steps.push_back(
+          {{{XferKind::RecvReduceCopySend, prev, next, scratch(0, n), in(0, n)}}, {}});
     } else {
       steps.push_back({{}, {ring::copy(in(0, n), scratch(0, n))}});
       steps.push_back({{{XferKind::RecvReduceSend, prev, next, scratch(0, n)}}, {}});

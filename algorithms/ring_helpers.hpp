@@ -36,6 +36,10 @@ inline plan::Transfer recv(int peer, plan::Region r) { return {plan::XferKind::R
 inline plan::Transfer recvReduce(int peer, plan::Region r) {
   return {plan::XferKind::RecvReduce, peer, -1, r};
 }
+/// region = src op incoming (one sweep instead of a copy of src followed by a RecvReduce).
+inline plan::Transfer recvReduceCopy(int peer, plan::Region region, plan::Region src) {
+  return {plan::XferKind::RecvReduceCopy, peer, -1, region, src};
+}
 inline plan::LocalOp copy(plan::Region src, plan::Region dst) {
   return {plan::LocalKind::Copy, src, dst};
 }

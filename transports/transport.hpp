@@ -17,10 +17,14 @@ namespace nlccl::transport {
 /// dst[i] = dst[i] op src[i] for `count` elements (see engine/reduce.hpp for the kernels).
 using ReduceFn = void (*)(void* dst, const void* src, size_t count);
 
-/// Reduce-on-arrival for a receive: the element size and the kernel.
+/// Reduce-on-arrival for a receive: the element size and the kernel. Without `src` the receiver
+/// computes buf = buf op incoming; with it, buf = src op incoming (NCCL's recvReduceCopy: buf's
+/// old contents are never read). `src` covers the receive's `bytes`, stays valid and unchanged
+/// until the request completes, and either is `buf` or does not overlap it.
 struct Reducer {
   ReduceFn fn = nullptr;
   size_t elemSize = 1;
+  const void* src = nullptr;  ///< optional local operand
 };
 
 /// Completion record of one posted operation. The transport writes `status`, then sets `done`.
@@ -52,7 +56,8 @@ class Transport {
   /// `req->done`. Never blocks waiting for the peer.
   virtual Status postSend(int peer, uint64_t tag, const void* buf, size_t bytes, Request* req) = 0;
   /// Posts a receive of exactly `bytes` into `buf` from `peer`. With `reducer`, the incoming data
-  /// is reduced into `buf` instead of copied. Never blocks waiting for the peer.
+  /// is reduced into `buf` (or, with reducer->src, buf = src op incoming) instead of copied. The
+  /// transport copies *reducer. Never blocks waiting for the peer.
   virtual Status postRecv(int peer, uint64_t tag, void* buf, size_t bytes, const Reducer* reducer,
                           Request* req) = 0;
   /// Advances outstanding operations; a fatal error (dead peer) is returned here too.

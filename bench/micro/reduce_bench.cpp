@@ -1,9 +1,11 @@
 // Throughput of the reduction kernels (dst = dst op src). Bytes processed counts the size of one
 // buffer per call, the message size a reduction step consumes; memory traffic is three times that
-// (read dst, read src, write dst).
+// (read dst, read src, write dst); bmReduceCopy's is three times it too when fused, five times
+// when it copies first.
 #include <benchmark/benchmark.h>
 
 #include <cstdint>
+#include <cstring>
 #include <random>
 #include <vector>
 
@@ -28,6 +30,31 @@ void bmReduce(benchmark::State& state, DataType type, RedOp op) {
   auto fn = nlccl::engine::reduceKernel(type, op);
   for (auto _ : state) {
     fn(dst.data(), src.data(), count);
+    benchmark::DoNotOptimize(dst.data());
+    benchmark::ClobberMemory();
+  }
+  state.SetBytesProcessed(static_cast<int64_t>(state.iterations()) * static_cast<int64_t>(bytes));
+}
+
+// dst = src op incoming: fused (reduceCopy, one sweep) against a whole-buffer copy then a reduce
+// (two sweeps), the out-of-place step RecvReduceCopy replaces. Bytes processed: one buffer.
+void bmReduceCopy(benchmark::State& state, DataType type, bool fused) {
+  size_t bytes = static_cast<size_t>(state.range(0));
+  size_t count = bytes / nlccl::dataTypeSize(type);
+  std::vector<uint8_t> dst(bytes), src(bytes), in(bytes);
+  for (size_t i = 0; i < count; ++i) {
+    nlccl::engine::storeFromDouble(type, src.data(), i, 1.0);
+    nlccl::engine::storeFromDouble(type, in.data(), i, 1e-3);
+  }
+  auto fn = nlccl::engine::reduceKernel(type, RedOp::Sum);
+  for (auto _ : state) {
+    if (fused) {
+      nlccl::engine::reduceCopy(fn, dst.data(), src.data(), in.data(), count,
+                                nlccl::dataTypeSize(type));
+    } else {
+      std::memcpy(dst.data(), src.data(), bytes);
+      fn(dst.data(), in.data(), count);
+    }
     benchmark::DoNotOptimize(dst.data());
     benchmark::ClobberMemory();
   }
@@ -61,6 +88,10 @@ NLCCL_REDUCE_BENCH(sum_fp8e5m2, DataType::Float8e5m2, RedOp::Sum);
 NLCCL_REDUCE_BENCH(sum_int32, DataType::Int32, RedOp::Sum);
 NLCCL_REDUCE_BENCH(max_half, DataType::Float16, RedOp::Max);
 NLCCL_REDUCE_BENCH(prod_int64, DataType::Int64, RedOp::Prod);
+BENCHMARK_CAPTURE(bmReduceCopy, fused_float, DataType::Float32, true)->Arg(kLarge)->Arg(64 << 20);
+BENCHMARK_CAPTURE(bmReduceCopy, copy_then_reduce_float, DataType::Float32, false)
+    ->Arg(kLarge)
+    ->Arg(64 << 20);
 BENCHMARK_CAPTURE(bmDivide, avg_float, DataType::Float32)->Arg(kLarge);
 BENCHMARK_CAPTURE(bmDivide, avg_half, DataType::Float16)->Arg(kLarge);
 BENCHMARK_CAPTURE(bmDivide, avg_int32, DataType::Int32)->Arg(kLarge);

@@ -17,7 +17,10 @@ using plan::XferKind;
 
 constexpr unsigned kMaxLoops = 64;
 
-bool forwards(XferKind k) { return k == XferKind::RecvReduceSend || k == XferKind::RecvCopySend; }
+bool forwards(XferKind k) {
+  return k == XferKind::RecvReduceSend || k == XferKind::RecvCopySend ||
+         k == XferKind::RecvReduceCopySend;
+}
 
 /// Runs one rank's Plan: channels concurrently, each channel's steps in order, every step cut into
 /// `loops` proportional slices that pipeline (loop k step s after loop k step s-1 and loop k-1
@@ -173,6 +176,15 @@ class CollRunner {
         case XferKind::RecvReduceSend:
           NLCHECK(tp->postRecv(t.peer, tag, ptr, bytes, &reducer_, &x.req));
           break;
+        case XferKind::RecvReduceCopy:
+        case XferKind::RecvReduceCopySend: {
+          // region = src op incoming; src is sliced like the region (same count), and the
+          // transport copies the Reducer, so a stack copy is enough.
+          transport::Reducer fused = reducer_;
+          fused.src = slice(t.src, loop).first;
+          NLCHECK(tp->postRecv(t.peer, tag, ptr, bytes, &fused, &x.req));
+          break;
+        }
       }
     }
     return Status::Success;

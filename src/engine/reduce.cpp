@@ -4,8 +4,10 @@
 // rather than lookup tables or early returns.
 #include "engine/reduce.hpp"
 
+#include <algorithm>
 #include <bit>
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <type_traits>
 
@@ -243,6 +245,22 @@ transport::ReduceFn reduceKernel(DataType type, RedOp op) {
   if (type == DataType::Float16 && hwHalf && o <= 1) return kRow<HalfHw>[o];
 #endif
   return kKernels[t][o];
+}
+
+void reduceCopy(transport::ReduceFn fn, void* dst, const void* src, const void* incoming,
+                size_t count, size_t elemSize) {
+  if (count == 0) return;
+  if (dst == src) return fn(dst, incoming, count);
+  // Whole elements per block; at least one element for very wide types.
+  const size_t per = std::max<size_t>(1, kReduceCopyBlockBytes / elemSize);
+  char* d = static_cast<char*>(dst);
+  const char* s = static_cast<const char*>(src);
+  const char* in = static_cast<const char*>(incoming);
+  for (size_t i = 0; i < count; i += per) {
+    const size_t n = std::min(per, count - i), off = i * elemSize;
+    std::memcpy(d + off, s + off, n * elemSize);
+    fn(d + off, in + off, n);
+  }
 }
 
 void divideByCount(DataType type, void* data, size_t count, int n) {

@@ -23,6 +23,15 @@ namespace nlccl::engine {
 /// The kernel for (type, op); Avg returns the Sum kernel. Never null for valid enums.
 transport::ReduceFn reduceKernel(DataType type, RedOp op);
 
+/// dst = src op incoming for `count` elements of `elemSize` bytes, with `fn` from reduceKernel:
+/// block by block (kReduceCopyBlockBytes, cache-sized), src's block is copied into dst and then
+/// `fn(dst, incoming)` runs on it while it is still in cache, so memory is swept once (read src,
+/// read incoming, write dst) instead of twice. dst may be src (then this is fn(dst, incoming));
+/// otherwise no two of the buffers may overlap. Element order and rounding are fn's.
+void reduceCopy(transport::ReduceFn fn, void* dst, const void* src, const void* incoming,
+                size_t count, size_t elemSize);
+constexpr size_t kReduceCopyBlockBytes = 16 * 1024;
+
 /// data[i] = data[i] / n (the final step of Avg). Integers divide with truncation toward zero;
 /// floating types compute the quotient in double and round once to the storage type. n <= 1 is a
 /// no-op.

@@ -99,7 +99,7 @@ size_t elementsSent(const Plan& plan, int rank) {
     for (const Step& s : ch.steps)
       for (const Transfer& t : s.transfers)
         if (t.kind == XferKind::Send || t.kind == XferKind::RecvReduceSend ||
-            t.kind == XferKind::RecvCopySend)
+            t.kind == XferKind::RecvCopySend || t.kind == XferKind::RecvReduceCopySend)
           n += t.region.count;
   return n;
 }

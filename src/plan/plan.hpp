@@ -52,14 +52,34 @@ enum class XferKind : uint8_t {
   RecvReduce,      ///< receive from `peer`; region = region op incoming (reduce on arrival)
   RecvReduceSend,  ///< RecvReduce from `peer` into `region`, then send `region` to `next`
   RecvCopySend,    ///< Recv from `peer` into `region`, then send `region` to `next`
+  /// Receive from `peer`; region = src op incoming (NCCL's recvReduceCopy). Fuses a local copy of
+  /// `src` into `region` with a RecvReduce, so memory is swept once instead of twice.
+  RecvReduceCopy,
+  /// RecvReduceCopy from `peer` into `region`, then send `region` to `next`
+  RecvReduceCopySend,
 };
 
+/// True for the kinds that read Transfer::src (RecvReduceCopy, RecvReduceCopySend).
+inline bool readsSrc(XferKind k) {
+  return k == XferKind::RecvReduceCopy || k == XferKind::RecvReduceCopySend;
+}
+
 /// One message of a step. For Send, `region` is the source; otherwise it is the destination.
+/// Constructible as {kind, peer, next, region} (src defaults) or {kind, peer, next, region, src}.
 struct Transfer {
+  Transfer() = default;
+  Transfer(XferKind kind, int peer, int next, Region region, Region src = {})
+      : kind(kind), peer(peer), next(next), region(region), src(src) {}
+
   XferKind kind = XferKind::Send;
   int peer = -1;
   int next = -1;  ///< forward target of the fused kinds; -1 otherwise
   Region region;
+  /// The local operand of RecvReduceCopy / RecvReduceCopySend: region = src op incoming. Same count
+  /// as `region`; it is read while the transfer runs (concurrently with the step's other
+  /// transfers). It may be `region` itself (then the kind acts as RecvReduce) but must not
+  /// partially overlap it. Ignored (leave it default) for every other kind.
+  Region src;
   friend bool operator==(const Transfer&, const Transfer&) = default;
 };
 

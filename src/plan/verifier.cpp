@@ -43,14 +43,21 @@ const char* kindName(XferKind k) {
       return "recvReduceSend";
     case XferKind::RecvCopySend:
       return "recvCopySend";
+    case XferKind::RecvReduceCopy:
+      return "recvReduceCopy";
+    case XferKind::RecvReduceCopySend:
+      return "recvReduceCopySend";
   }
   return "?";
 }
 
 bool receives(XferKind k) { return k != XferKind::Send; }
-bool fused(XferKind k) { return k == XferKind::RecvReduceSend || k == XferKind::RecvCopySend; }
+bool fused(XferKind k) {
+  return k == XferKind::RecvReduceSend || k == XferKind::RecvCopySend ||
+         k == XferKind::RecvReduceCopySend;
+}
 bool reducesOnArrival(XferKind k) {
-  return k == XferKind::RecvReduce || k == XferKind::RecvReduceSend;
+  return k == XferKind::RecvReduce || k == XferKind::RecvReduceSend || readsSrc(k);
 }
 
 std::string regionText(const Region& r) {
@@ -158,6 +165,7 @@ class Verifier {
   bool execute();
   bool moveValues(int dstRank, const Access& dst, int srcRank, const Access& src, size_t k,
                   bool reduce, int sid, const std::string& item);
+  bool checkInitialized(int rank, const Access& a, size_t k, int sid, const std::string& item);
   bool checkOutput();
   void expected(int r, size_t e, int64_t* idx, std::vector<uint64_t>* bits) const;
 
@@ -173,6 +181,7 @@ class Verifier {
   std::vector<std::vector<int>> stepBase_;           // [rank][channel] -> first step id
   std::vector<std::vector<Access>> access_;          // [sid] transfers' then locals' accesses
   std::vector<size_t> nXferAccess_;                  // [sid] how many of access_ are transfers
+  std::vector<std::vector<int>> accessXfer_;         // [sid][i] the transfer of access i
   std::vector<std::vector<int>> recvMsg_, sendMsg_;  // [sid][xfer] -> message id or -1
   std::vector<Msg> msgs_;
   std::vector<size_t> inBase_, outBase_, mainSize_;
@@ -247,6 +256,7 @@ bool Verifier::checkShape() {
   }
   access_.assign(steps_.size(), {});
   nXferAccess_.assign(steps_.size(), 0);
+  accessXfer_.assign(steps_.size(), {});
   for (size_t sid = 0; sid < steps_.size(); ++sid) {
     int r = steps_[sid].rank;
     const Step& st = stepOf(static_cast<int>(sid));
@@ -258,10 +268,26 @@ bool Verifier::checkShape() {
       if (fused(t.kind) && (t.next < 0 || t.next >= p_ || t.next == r))
         return fail(where(sid) + ": " + what + " forwards to " + std::to_string(t.next));
       if (!checkRegion(sid, what, t.region, receives(t.kind))) return false;
-      if (receives(t.kind))
-        access_[sid].push_back(place(r, t.region, true));
-      else
-        access_[sid].push_back(place(r, t.region, false));
+      access_[sid].push_back(place(r, t.region, receives(t.kind)));
+      accessXfer_[sid].push_back(static_cast<int>(x));
+      if (readsSrc(t.kind)) {
+        // The local operand is read while the message lands: an access of the step like the
+        // region's write. It may be the region itself (a plain reduce on arrival), nothing else
+        // that overlaps it.
+        if (t.src.count != t.region.count)
+          return fail(where(sid) + ": " + what + " reduces " + regionText(t.src) + " into " +
+                      regionText(t.region) + " (sizes differ)");
+        if (!checkRegion(sid, what + " source", t.src, false)) return false;
+        Access a = place(r, t.src, false);
+        const Access& b = access_[sid].back();
+        bool same = a.store == b.store && a.off == b.off;
+        bool overlap = a.store == b.store && a.off < b.off + b.count && b.off < a.off + a.count;
+        if (overlap && !same)
+          return fail(where(sid) + ": " + what + " has overlapping source " + regionText(t.src) +
+                      " and destination " + regionText(t.region));
+        access_[sid].push_back(a);
+        accessXfer_[sid].push_back(static_cast<int>(x));
+      }
     }
     nXferAccess_[sid] = access_[sid].size();
     for (size_t l = 0; l < st.locals.size(); ++l) {
@@ -365,9 +391,11 @@ bool Verifier::checkStepRaces() {
     for (size_t i = 0; i < nXferAccess_[sid]; ++i)
       for (size_t j = i + 1; j < nXferAccess_[sid]; ++j) {
         const Access &a = access_[sid][i], &b = access_[sid][j];
+        const int xi = accessXfer_[sid][i], xj = accessXfer_[sid][j];
+        if (xi == xj) continue;  // a transfer's own source and destination (checked in shape)
         if ((a.write || b.write) && overlaps(a, b))
-          return fail(where(static_cast<int>(sid)) + ": transfers " + std::to_string(i) + " and " +
-                      std::to_string(j) + " run concurrently on overlapping " +
+          return fail(where(static_cast<int>(sid)) + ": transfers " + std::to_string(xi) + " and " +
+                      std::to_string(xj) + " run concurrently on overlapping " +
                       regionText(a.region) + " and " + regionText(b.region) + " (data race)");
       }
   return true;
@@ -558,6 +586,19 @@ bool Verifier::moveValues(int dstRank, const Access& dst0, int srcRank, const Ac
   return true;
 }
 
+bool Verifier::checkInitialized(int rank, const Access& a, size_t k, int sid,
+                                const std::string& item) {
+  size_t first, n;
+  sliceOf(a.count, k, L_, &first, &n);
+  const Mem& m = mem_[rank][a.store];
+  for (size_t i = 0; i < n; ++i)
+    if (m.idx[a.off + first + i] < 0)
+      return fail(where(sid, k) + ": " + item + " reduces uninitialized data from its source " +
+                  bufferName(a.region.buffer) + "[" + std::to_string(a.region.offset + first + i) +
+                  "] (source never written)");
+  return true;
+}
+
 bool Verifier::execute() {
   mem_.assign(p_, {});
   for (int r = 0; r < p_; ++r) {
@@ -580,6 +621,13 @@ bool Verifier::execute() {
       int sr = steps_[g.srcStep].rank, rr = steps_[g.dstStep].rank;
       std::string item = "transfer " + std::to_string(g.dstXfer) + " (" + kindName(rt.kind) +
                          " from rank " + std::to_string(sr) + ")";
+      // region = src op incoming: the local source lands first (it must hold data), then the
+      // incoming values are reduced into it as on any reduce on arrival.
+      if (readsSrc(rt.kind) &&
+          (!checkInitialized(rr, place(rr, rt.src, false), k, g.dstStep, item) ||
+           !moveValues(rr, place(rr, rt.region, true), rr, place(rr, rt.src, false), k, false,
+                       g.dstStep, item)))
+        return false;
       if (!moveValues(rr, place(rr, rt.region, true), sr, place(sr, st.region, false), k,
                       reducesOnArrival(rt.kind), g.dstStep, item))
         return false;

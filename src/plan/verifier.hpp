@@ -3,10 +3,12 @@
 //
 // Every element of every buffer of every rank holds "element i of the ranks in set S" (or nothing,
 // before it is first written). Inputs start as {i, {rank}}; a copy moves a value, a reduction
-// unites two values of the same element with disjoint rank sets. The verifier runs all ranks'
-// channels under the rules of plan.hpp with rendezvous semantics (a send completes only once the
-// peer has posted the matching receive, so a Plan that passes cannot depend on transport
-// buffering), and rejects:
+// unites two values of the same element with disjoint rank sets (RecvReduceCopy: the region takes
+// its `src` operand, which must be initialised, united with the incoming value; `src` is read by
+// the step, concurrently with its other transfers, and may equal the region but not partially
+// overlap it). The verifier runs all ranks' channels under the rules of plan.hpp with rendezvous
+// semantics (a send completes only once the peer has posted the matching receive, so a Plan that
+// passes cannot depend on transport buffering), and rejects:
 //   - malformed Plans: bad peers, self transfers, regions out of bounds (Input/Output sizes from
 //     inputCount/outputCount, Scratch from Plan::scratchCount), writes to the user's Input when the
 //     Plan is not in place, overlapping local copies;

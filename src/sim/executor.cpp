@@ -24,13 +24,25 @@ using plan::XferKind;
 
 bool sendsTo(const plan::Transfer& t, int* target) {
   if (t.kind == XferKind::Send) *target = t.peer;
-  else if (t.kind == XferKind::RecvReduceSend || t.kind == XferKind::RecvCopySend) *target = t.next;
+  else if (t.kind == XferKind::RecvReduceSend || t.kind == XferKind::RecvCopySend ||
+           t.kind == XferKind::RecvReduceCopySend)
+    *target = t.next;
   else return false;
   return true;
 }
 bool receives(const plan::Transfer& t) { return t.kind != XferKind::Send; }
-bool fused(XferKind k) { return k == XferKind::RecvReduceSend || k == XferKind::RecvCopySend; }
-bool reduces(XferKind k) { return k == XferKind::RecvReduce || k == XferKind::RecvReduceSend; }
+bool fused(XferKind k) {
+  return k == XferKind::RecvReduceSend || k == XferKind::RecvCopySend ||
+         k == XferKind::RecvReduceCopySend;
+}
+// RecvReduceCopy (region = src op incoming) is charged exactly as a reduce on arrival: per byte
+// received the receiver's HBM reads the local operand (src instead of region) and the incoming
+// byte and writes the region, hbmBytesPerReducedByte in both cases; links and the sender's DMA
+// see the same bytes. Only the separate local copy it replaces is gone.
+bool reduces(XferKind k) {
+  return k == XferKind::RecvReduce || k == XferKind::RecvReduceSend ||
+         k == XferKind::RecvReduceCopy || k == XferKind::RecvReduceCopySend;
+}
 
 struct StepRec {
   int rank, channel, index;

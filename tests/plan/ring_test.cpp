@@ -66,6 +66,36 @@ TEST(RingCost, RingPlansArePipelinable) {
     EXPECT_TRUE(mustBuild(c, 5, 12).pipelinable) << collectiveName(c);
 }
 
+// Out of place the reductions take their local operand straight from Input (RecvReduceCopy) and no
+// local copies are left; in place nothing reads a separate source.
+TEST(RingCost, OutOfPlaceReductionsAreFusedAndInPlaceOnesAreNot) {
+  for (Collective c : {Collective::AllReduce, Collective::ReduceScatter, Collective::Reduce})
+    for (bool inPlace : {false, true}) {
+      Request req;
+      req.collective = c;
+      req.nranks = 4;
+      req.count = 12;
+      req.inPlace = inPlace;
+      std::optional<Plan> plan = algo::build(req, "ring");
+      ASSERT_TRUE(plan.has_value());
+      std::string why;
+      EXPECT_TRUE(verify(*plan, req, &why)) << why;
+      size_t fusedXfers = 0, locals = 0;
+      for (const RankPlan& rp : plan->ranks)
+        for (const Step& st : rp.channels[0].steps) {
+          locals += st.locals.size();
+          for (const Transfer& t : st.transfers) fusedXfers += readsSrc(t.kind);
+        }
+      SCOPED_TRACE(std::string(collectiveName(c)) + (inPlace ? " in place" : " out of place"));
+      if (inPlace) {
+        EXPECT_EQ(fusedXfers, 0u);
+      } else {
+        EXPECT_GT(fusedXfers, 0u);
+        EXPECT_EQ(locals, 0u);
+      }
+    }
+}
+
 TEST(DirectCost, AllToAllIsPMinusOneStepsAndPMinusOneOverPElements) {
   for (int p = 1; p <= 12; ++p) {
     const size_t c = 4;

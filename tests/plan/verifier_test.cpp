@@ -85,7 +85,7 @@ TEST(Verifier, RejectsAMissingContribution) {
   Request req = request(Collective::AllReduce, 4, 8);
   Plan plan = ringPlan(req);
   Transfer& t = transferStep(plan, 2, 1).transfers[1];
-  ASSERT_EQ(t.kind, XferKind::RecvReduce);
+  ASSERT_EQ(t.kind, XferKind::RecvReduceCopy);  // out of place: Output = Input op incoming
   t.kind = XferKind::Recv;
   expectRejected(plan, req, {"lacks the contribution"});
 }
@@ -203,6 +203,115 @@ TEST(Verifier, RejectsAPipeliningHazard) {
   plan.pipelinable = true;
   expectRejected(plan, req, {"pipelin", "loop"});
   EXPECT_FALSE(verifyLoops(plan, req, 2, &why));
+}
+
+// ---- RecvReduceCopy: region = src op incoming ----
+
+// The smallest use: two ranks exchange their inputs and each writes input + incoming to Output.
+Plan pairAllReduce(size_t n) {
+  Plan plan;
+  plan.collective = Collective::AllReduce;
+  plan.nranks = 2;
+  plan.count = n;
+  plan.pipelinable = true;
+  plan.ranks.resize(2);
+  for (int r = 0; r < 2; ++r) {
+    Channel ch;
+    ch.steps.push_back({{{XferKind::Send, 1 - r, -1, in(0, n)},
+                         {XferKind::RecvReduceCopy, 1 - r, -1, out(0, n), in(0, n)}},
+                        {}});
+    plan.ranks[r].channels.push_back(ch);
+  }
+  finalize(&plan);
+  return plan;
+}
+
+TEST(Verifier, ProvesRecvReduceCopy) {
+  Request req = request(Collective::AllReduce, 2, 6);
+  std::string why;
+  EXPECT_TRUE(verify(pairAllReduce(6), req, &why)) << why;  // plain and pipelined
+  // The out-of-place ring Plans use it and have nothing left to copy locally.
+  for (Collective c : {Collective::AllReduce, Collective::ReduceScatter, Collective::Reduce}) {
+    Plan plan = ringPlan(request(c, 5, 10));
+    size_t fusedXfers = 0;
+    for (const RankPlan& rp : plan.ranks)
+      for (const Step& st : rp.channels[0].steps) {
+        EXPECT_TRUE(st.locals.empty()) << collectiveName(c);
+        for (const Transfer& t : st.transfers) fusedXfers += readsSrc(t.kind);
+      }
+    EXPECT_GT(fusedXfers, 0u) << collectiveName(c);
+  }
+}
+
+TEST(Verifier, RejectsRecvReduceCopyOfTheWrongElement) {
+  Request req = request(Collective::AllReduce, 4, 8);
+  Plan plan = ringPlan(req);
+  Transfer& t = transferStep(plan, 1, 0).transfers[1];
+  ASSERT_EQ(t.kind, XferKind::RecvReduceCopy);
+  t.src.offset = (t.src.offset + 2) % 8;  // the next chunk of Input (chunks are 2 elements)
+  expectRejected(plan, req, {"rank 1", "combines element"});
+}
+
+TEST(Verifier, RejectsRecvReduceCopyFromUninitializedData) {
+  Request req = request(Collective::AllReduce, 2, 6);
+  Plan plan = pairAllReduce(6);
+  plan.scratchCount = 6;
+  plan.ranks[0].channels[0].steps[0].transfers[1].src = scratch(0, 6);  // never written
+  expectRejected(plan, req, {"uninitialized", "source", "rank 0"});
+}
+
+TEST(Verifier, RejectsRecvReduceCopyShapeErrors) {
+  Request req = request(Collective::AllReduce, 2, 6);
+  Plan plan = pairAllReduce(6);
+  plan.ranks[1].channels[0].steps[0].transfers[1].src = in(0, 5);
+  expectRejected(plan, req, {"sizes differ", "rank 1"});
+  // src may be the region itself (a plain reduce on arrival), but not overlap it otherwise.
+  plan = pairAllReduce(6);
+  for (RankPlan& rp : plan.ranks) {
+    std::vector<Step>& steps = rp.channels[0].steps;
+    steps[0].transfers[1].src = out(0, 6);
+    steps.insert(steps.begin(), Step{{}, {{LocalKind::Copy, in(0, 6), out(0, 6)}}});
+  }
+  std::string why;
+  EXPECT_TRUE(verify(plan, req, &why)) << why;
+  Transfer& t = plan.ranks[0].channels[0].steps[1].transfers[1];
+  t.region = out(1, 5);
+  t.src = out(0, 5);
+  expectRejected(plan, req, {"overlapping source", "rank 0"});
+  plan = pairAllReduce(6);
+  plan.ranks[0].channels[0].steps[0].transfers[1].src = in(3, 6);
+  expectRejected(plan, req, {"exceeds"});
+}
+
+// Its source is read while the step's other transfers run: a receive writing it is a race.
+TEST(Verifier, RejectsARaceOnTheRecvReduceCopySource) {
+  Request req = request(Collective::AllReduce, 2, 4);
+  Plan plan;
+  plan.collective = Collective::AllReduce;
+  plan.nranks = 2;
+  plan.count = 4;
+  plan.scratchCount = 4;
+  plan.ranks.resize(2);
+  for (int r = 0; r < 2; ++r) {
+    Channel ch;
+    // Output first takes the peer's input, then Scratch = Output + the peer's input again: wrong
+    // anyway, but the race is found first.
+    ch.steps.push_back({{{XferKind::Send, 1 - r, -1, in(0, 4)},
+                         {XferKind::Send, 1 - r, -1, in(0, 4)},
+                         {XferKind::Recv, 1 - r, -1, out(0, 4)},
+                         {XferKind::RecvReduceCopy, 1 - r, -1, scratch(0, 4), out(0, 4)}},
+                        {}});
+    plan.ranks[r].channels.push_back(ch);
+  }
+  expectRejected(plan, req, {"race", "transfers 2 and 3"});
+  // Reading it one step later is fine as far as races go (and wrong: a contribution twice).
+  for (int r = 0; r < 2; ++r) {
+    std::vector<Step>& steps = plan.ranks[r].channels[0].steps;
+    Transfer second = steps[0].transfers[1], rrc = steps[0].transfers[3];
+    steps[0].transfers = {steps[0].transfers[0], steps[0].transfers[2]};
+    steps.push_back({{second, rrc}, {}});
+  }
+  expectRejected(plan, req, {"twice"});
 }
 
 TEST(Verifier, PipelinedRingPassesForAnyLoopCount) {

@@ -2,6 +2,7 @@
 
 #include <cstring>
 
+#include "engine/reduce.hpp"
 #include "util/log.hpp"
 
 namespace nlccl::transport {
@@ -26,7 +27,12 @@ void LoopbackTransport::deliver(const LoopbackFabric::Pending& send,
          send.bytes, recv.bytes);
     s = Status::InvalidUsage;
   } else if (recv.reduce) {
-    recv.reducer.fn(recv.buf, send.buf, recv.bytes / recv.reducer.elemSize);
+    const Reducer& red = recv.reducer;
+    if (red.src)  // buf = src op incoming, in one sweep
+      engine::reduceCopy(red.fn, recv.buf, red.src, send.buf, recv.bytes / red.elemSize,
+                         red.elemSize);
+    else
+      red.fn(recv.buf, send.buf, recv.bytes / red.elemSize);
   } else if (recv.buf != send.buf && recv.bytes > 0) {
     std::memcpy(recv.buf, send.buf, recv.bytes);
   }

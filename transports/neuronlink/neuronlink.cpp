@@ -40,7 +40,7 @@ Status NeuronLinkTransport::postRecv(int peer, uint64_t tag, void* buf, size_t b
                                      const Reducer* reducer, Request* req) {
   Pending& p = pending_.emplace_back();
   p.isSend = false;
-  p.reduce = reducer != nullptr;
+  p.reduce = reducer != nullptr;  // with reducer->src too: the same HBM traffic (link_model)
   p.peer = peer;
   p.bytes = bytes;
   p.user = req;

@@ -7,6 +7,7 @@
 #include <cinttypes>
 #include <cstring>
 
+#include "engine/reduce.hpp"
 #include "transports/shm/shm_internal.hpp"
 #include "util/futex.hpp"
 #include "util/log.hpp"
@@ -33,7 +34,11 @@ ShmTransport::~ShmTransport() {
 
 void ShmTransport::deliver(const RecvOp& r, size_t offset, const char* src, size_t bytes) {
   if (bytes == 0) return;
-  if (r.reduce)
+  if (r.reduce && r.reducer.src)  // buf = local operand op incoming, in one sweep
+    engine::reduceCopy(r.reducer.fn, r.buf + offset,
+                       static_cast<const char*>(r.reducer.src) + offset, src,
+                       bytes / r.reducer.elemSize, r.reducer.elemSize);
+  else if (r.reduce)
     r.reducer.fn(r.buf + offset, src, bytes / r.reducer.elemSize);
   else
     std::memcpy(r.buf + offset, src, bytes);
