@@ -2,175 +2,35 @@
 // argument checks, forked ranks exchanging (and reducing) large messages from nlcclMemAlloc
 // buffers through the transport and through nlcclAllReduce, counters proving the single-copy path
 // ran, a rank SIGKILLed mid-exchange, and the bandwidth with and without single copy (printed).
-#include <dirent.h>
-#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <signal.h>
-#include <sys/mman.h>
 #include <sys/stat.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
-#include <atomic>
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
-#include <cstdlib>
 #include <cstring>
-#include <functional>
 #include <string>
 #include <vector>
 
 #include "engine/reduce.hpp"
 #include "multirank/fork_ranks.hpp"
+#include "multirank/shm_harness.hpp"
 #include "nlccl.h"
 #include "transports/shm/shm.hpp"
 #include "transports/shm/shm_memory.hpp"
 
-namespace nlccl::transport {
+namespace nlccl::transport::test {
 namespace {
 
-using Clock = std::chrono::steady_clock;
-using std::chrono::milliseconds;
-
-constexpr int kMaxRanks = 8;
-constexpr int kRounds = 8;
-constexpr size_t kMaxBlob = 256;
 constexpr size_t kThreshold = 64 << 10;  // NLCCL_SHM_SINGLE_COPY_BYTES default
 
-/// A MAP_SHARED page created before fork: the ranks' setup exchange and test flags.
-struct Shared {
-  std::atomic<int> arrived[kRounds];
-  char blobs[kRounds][kMaxRanks][kMaxBlob];
-  std::atomic<int> flag[8];
-  std::atomic<uint64_t> direct[kMaxRanks];  // single-copy receives per rank, for the parent
-};
-
-thread_local int gRank = -1;
-
-#define CHILD_CHECK(cond)                                                                      \
-  do {                                                                                         \
-    if (!(cond)) {                                                                             \
-      fprintf(stderr, "rank %d: %s:%d: check failed: %s\n", gRank, __FILE__, __LINE__, #cond); \
-      return 1;                                                                                \
-    }                                                                                          \
-  } while (0)
-
-ShmTransport::AllGatherFn makeAllGather(Shared* sh, int rank, int nranks) {
-  auto round = std::make_shared<int>(0);
-  return [=](const void* mine, size_t bytes, void* all) {
-    if (bytes > kMaxBlob || *round >= kRounds) return Status::InternalError;
-    int r = (*round)++;
-    std::memcpy(sh->blobs[r][rank], mine, bytes);
-    sh->arrived[r].fetch_add(1);
-    auto deadline = Clock::now() + std::chrono::seconds(10);
-    while (sh->arrived[r].load() < nranks) {
-      if (Clock::now() > deadline) return Status::Timeout;
-      usleep(200);
-    }
-    for (int i = 0; i < nranks; ++i)
-      std::memcpy(static_cast<char*>(all) + i * bytes, sh->blobs[r][i], bytes);
-    return Status::Success;
-  };
+/// runForked as this file needs it: ranks get up to 60 s (16 and 256 MiB messages), and
+/// nlcclMemAlloc's /dev/shm entries (anyone's) count as left behind too.
+std::vector<int> runRanks(int n, const RankFn& fn, const ParentFn& parent = {}) {
+  return runForked(n, fn, parent, ForkOptions{std::chrono::seconds(60), true});
 }
-
-std::unique_ptr<ShmTransport> makeTransport(Shared* sh, int rank, int nranks) {
-  std::unique_ptr<ShmTransport> t;
-  Status s = ShmTransport::create(rank, nranks, makeAllGather(sh, rank, nranks), milliseconds(5000),
-                                  {}, &t);
-  if (s != Status::Success) fprintf(stderr, "rank %d: create failed: %s\n", rank, statusName(s));
-  return t;
-}
-
-Status drive(Transport& t, const std::vector<Request*>& reqs, milliseconds timeout) {
-  auto deadline = Clock::now() + timeout;
-  while (true) {
-    uint32_t epoch = t.activityEpoch();
-    Status s = t.progress();
-    if (s != Status::Success) return s;
-    bool all = true;
-    for (Request* r : reqs) {
-      if (!r->done.load(std::memory_order_acquire))
-        all = false;
-      else if (r->status != Status::Success)
-        return r->status;
-    }
-    if (all) return Status::Success;
-    if (Clock::now() > deadline) return Status::Timeout;
-    t.waitActivity(epoch, milliseconds(10));
-  }
-}
-
-/// /dev/shm entries that nlccl made for these processes (segments) or for anyone (allocations).
-std::vector<std::string> leftovers(const std::vector<pid_t>& pids) {
-  std::vector<std::string> found;
-  DIR* d = opendir("/dev/shm");
-  if (!d) return found;
-  while (dirent* e = readdir(d)) {
-    std::string n = e->d_name;
-    if (n.rfind("nlccl-mem-", 0) == 0) found.push_back(n);
-    for (pid_t p : pids)
-      if (n.rfind("nlccl-" + std::to_string(p) + "-", 0) == 0) found.push_back(n);
-  }
-  closedir(d);
-  return found;
-}
-
-/// Forks `n` ranks running `fn`; returns their exit codes (-signal when killed). `parent` runs
-/// meanwhile in the test process. Ranks still alive after 60 s are killed.
-std::vector<int> runForked(int n, const std::function<int(int, Shared*)>& fn,
-                           const std::function<void(Shared*, const std::vector<pid_t>&)>& parent =
-                               {}) {
-  void* mem =
-      mmap(nullptr, sizeof(Shared), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-  EXPECT_NE(mem, MAP_FAILED);
-  auto* sh = new (mem) Shared();
-  fflush(stdout);
-  fflush(stderr);
-  std::vector<pid_t> pids;
-  for (int r = 0; r < n; ++r) {
-    pid_t pid = fork();
-    if (pid == 0) {
-      gRank = r;
-      int rc = fn(r, sh);
-      fflush(stdout);
-      fflush(stderr);
-      _exit(rc);
-    }
-    pids.push_back(pid);
-  }
-  if (parent) parent(sh, pids);
-  std::vector<int> codes(static_cast<size_t>(n), -1000);
-  auto deadline = Clock::now() + std::chrono::seconds(60);
-  for (int left = n; left > 0;) {
-    int status = 0;
-    pid_t p = waitpid(-1, &status, WNOHANG);
-    if (p > 0) {
-      for (int r = 0; r < n; ++r)
-        if (pids[static_cast<size_t>(r)] == p)
-          codes[static_cast<size_t>(r)] =
-              WIFEXITED(status) ? WEXITSTATUS(status) : -WTERMSIG(status);
-      --left;
-      continue;
-    }
-    if (Clock::now() > deadline) {
-      ADD_FAILURE() << "ranks still running after 60 s: killing them";
-      for (pid_t q : pids) kill(q, SIGKILL);
-      deadline = Clock::now() + std::chrono::hours(1);
-    }
-    usleep(1000);
-  }
-  munmap(mem, sizeof(Shared));
-  auto left = leftovers(pids);
-  EXPECT_TRUE(left.empty()) << "left in /dev/shm: " << left[0];
-  return codes;
-}
-
-/// Sets an environment variable for the scope (the forked ranks inherit it).
-struct ScopedEnv {
-  std::string name;
-  ScopedEnv(const char* n, const char* v) : name(n) { setenv(n, v, 1); }
-  ~ScopedEnv() { unsetenv(name.c_str()); }
-};
 
 // ---- allocation ----
 
@@ -192,7 +52,7 @@ TEST(MemAlloc, AllocFreeAndArgumentChecks) {
   struct stat st;
   ASSERT_EQ(fstat(ref.fd, &st), 0);
   EXPECT_EQ(st.st_mode & 0777, 0600u);
-  EXPECT_TRUE(leftovers({getpid()}).empty());
+  EXPECT_TRUE(shmLeftovers({getpid()}, true).empty());
 
   void* q = nullptr;
   ASSERT_EQ(nlcclMemAlloc(&q, 1), nlcclSuccess);
@@ -221,7 +81,7 @@ TEST(MemAlloc, AllocFreeAndArgumentChecks) {
   EXPECT_EQ(nlcclMemAlloc(&p, 0), nlcclInvalidArgument);
   EXPECT_NE(std::string(nlcclGetLastError(nullptr)).find("size"), std::string::npos);
   EXPECT_EQ(nlcclMemAlloc(&p, SIZE_MAX - 10), nlcclInvalidArgument);
-  EXPECT_TRUE(leftovers({getpid()}).empty());
+  EXPECT_TRUE(shmLeftovers({getpid()}, true).empty());
 }
 
 TEST(MemAlloc, ManyAllocationsLeaveNothingBehind) {
@@ -232,7 +92,7 @@ TEST(MemAlloc, ManyAllocationsLeaveNothingBehind) {
     static_cast<char*>(p)[0] = static_cast<char>(i);
     ptrs.push_back(p);
   }
-  EXPECT_TRUE(leftovers({getpid()}).empty());
+  EXPECT_TRUE(shmLeftovers({getpid()}, true).empty());
   for (size_t i = 0; i < ptrs.size(); ++i) {
     EXPECT_EQ(static_cast<char*>(ptrs[i])[0], static_cast<char>(i));
     EXPECT_EQ(nlcclMemFree(ptrs[i]), nlcclSuccess);
@@ -240,10 +100,6 @@ TEST(MemAlloc, ManyAllocationsLeaveNothingBehind) {
 }
 
 // ---- transport exchange ----
-
-int32_t value(int src, int dst, size_t msg, size_t i) {
-  return static_cast<int32_t>(src * 1000003 + dst * 7919 + msg * 104729 + i * 13);
-}
 
 struct Buf {  // an nlcclMemAlloc buffer with the message at `offset` inside it
   char* base = nullptr;
@@ -345,13 +201,7 @@ int exchangeRank(int n, bool reduce, bool late, int rank, Shared* sh) {
     if (reduce) {
       std::vector<char> acc(g.bytes);
       fill(acc.data(), g.bytes, 1000 + rank, g.peer, g.id);
-      for (size_t i = 0; i < g.bytes / 4; ++i) {
-        int32_t a, b;
-        std::memcpy(&a, &want[i * 4], 4);
-        std::memcpy(&b, &acc[i * 4], 4);
-        a = static_cast<int32_t>(static_cast<uint32_t>(a) + static_cast<uint32_t>(b));
-        std::memcpy(&want[i * 4], &a, 4);
-      }
+      addInt32(want.data(), acc.data(), g.bytes);
     }
     if (std::memcmp(want.data(), dst[m].data(), g.bytes) != 0) {
       fprintf(stderr, "rank %d: wrong data from rank %d, %zu bytes, message %zu\n", rank, g.peer,
@@ -378,7 +228,7 @@ int exchangeRank(int n, bool reduce, bool late, int rank, Shared* sh) {
 
 void runExchange(int n, bool reduce, bool late) {
   auto codes =
-      runForked(n, [&](int r, Shared* sh) { return exchangeRank(n, reduce, late, r, sh); });
+      runRanks(n, [&](int r, Shared* sh) { return exchangeRank(n, reduce, late, r, sh); });
   for (int r = 0; r < n; ++r) EXPECT_EQ(codes[static_cast<size_t>(r)], 0) << "rank " << r;
 }
 
@@ -393,7 +243,7 @@ TEST(SingleCopy, UnexpectedReduce2Ranks) { runExchange(2, true, true); }
 // A sender that waits for its send before it sends what the receiver waits for: with eager sends
 // that never blocked; a descriptor must not block it forever either.
 TEST(SingleCopy, SendWaitThenSendDoesNotDeadlock) {
-  auto codes = runForked(2, [](int rank, Shared* sh) {
+  auto codes = runRanks(2, [](int rank, Shared* sh) {
     auto t = makeTransport(sh, rank, 2);
     CHILD_CHECK(t);
     void* a = nullptr;
@@ -426,7 +276,7 @@ TEST(SingleCopy, SendWaitThenSendDoesNotDeadlock) {
 
 TEST(SingleCopy, DisabledByEnvironment) {
   ScopedEnv env("NLCCL_SHM_SINGLE_COPY_BYTES", "0");
-  auto codes = runForked(2, [](int rank, Shared* sh) {
+  auto codes = runRanks(2, [](int rank, Shared* sh) {
     auto t = makeTransport(sh, rank, 2);
     CHILD_CHECK(t && t->singleCopyBytes() == 0);
     void* buf = nullptr;
@@ -501,13 +351,7 @@ void killTest(int n, int victim) {
     usleep(1000);  // inside the exchange: descriptors are posted and being read
     kill(pids[static_cast<size_t>(victim)], SIGKILL);
   };
-  auto codes = runForked(n, body, parent);
-  for (int r = 0; r < n; ++r) {
-    if (r == victim)
-      EXPECT_EQ(codes[static_cast<size_t>(r)], -SIGKILL);
-    else
-      EXPECT_EQ(codes[static_cast<size_t>(r)], 0) << "rank " << r;
-  }
+  expectOnlyVictimKilled(runRanks(n, body, parent), victim);
 }
 
 TEST(SingleCopy, KilledPeerFailsOthers2Ranks) { killTest(2, 1); }
@@ -572,7 +416,7 @@ TEST(SingleCopy, AllReduceWithoutSingleCopy) {
 TEST(SingleCopy, Bandwidth2Processes) {
   for (bool single : {false, true}) {
     ScopedEnv env("NLCCL_SHM_SINGLE_COPY_BYTES", single ? "64K" : "0");
-    auto codes = runForked(2, [single](int rank, Shared* sh) {
+    auto codes = runRanks(2, [single](int rank, Shared* sh) {
       auto t = makeTransport(sh, rank, 2);
       CHILD_CHECK(t);
       for (size_t bytes : {size_t{1} << 20, size_t{16} << 20, size_t{256} << 20}) {
@@ -616,4 +460,4 @@ TEST(SingleCopy, Bandwidth2Processes) {
 }
 
 }  // namespace
-}  // namespace nlccl::transport
+}  // namespace nlccl::transport::test

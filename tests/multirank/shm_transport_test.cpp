@@ -1,106 +1,29 @@
 // Shared-memory transport across forked processes: data of many sizes and tags in both
 // directions, receives before and after sends, reduce on arrival, dead and aborting peers, and no
 // segment left in /dev/shm afterwards.
-#include <dirent.h>
 #include <gtest/gtest.h>
 #include <signal.h>
-#include <sys/mman.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
-#include <atomic>
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <functional>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "engine/reduce.hpp"
+#include "multirank/shm_harness.hpp"
 #include "transports/shm/shm.hpp"
 
-namespace nlccl::transport {
+namespace nlccl::transport::test {
 namespace {
-
-using Clock = std::chrono::steady_clock;
-using std::chrono::milliseconds;
-
-constexpr int kMaxRanks = 8;
-constexpr int kRounds = 8;
-constexpr size_t kMaxBlob = 256;
-
-/// Lives in a MAP_SHARED page created before fork: the ranks' setup exchange and test flags.
-struct Shared {
-  std::atomic<int> arrived[kRounds];
-  char blobs[kRounds][kMaxRanks][kMaxBlob];
-  std::atomic<int> flag[8];
-  std::atomic<int64_t> killedAtNs;
-  std::atomic<int> reaped;  // ranks the test process has waited for
-};
-
-thread_local int gRank = -1;
-
-#define CHILD_CHECK(cond)                                                                      \
-  do {                                                                                         \
-    if (!(cond)) {                                                                             \
-      fprintf(stderr, "rank %d: %s:%d: check failed: %s\n", gRank, __FILE__, __LINE__, #cond); \
-      return 1;                                                                                \
-    }                                                                                          \
-  } while (0)
 
 int64_t nowNs() {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch())
       .count();
-}
-
-/// The all-gather the bootstrap provides in real use: a round-numbered board in shared memory.
-ShmTransport::AllGatherFn makeAllGather(Shared* sh, int rank, int nranks) {
-  auto round = std::make_shared<int>(0);
-  return [=](const void* mine, size_t bytes, void* all) {
-    if (bytes > kMaxBlob || *round >= kRounds) return Status::InternalError;
-    int r = (*round)++;
-    std::memcpy(sh->blobs[r][rank], mine, bytes);
-    sh->arrived[r].fetch_add(1);
-    auto deadline = Clock::now() + std::chrono::seconds(10);
-    while (sh->arrived[r].load() < nranks) {
-      if (Clock::now() > deadline) return Status::Timeout;
-      usleep(200);
-    }
-    for (int i = 0; i < nranks; ++i)
-      std::memcpy(static_cast<char*>(all) + i * bytes, sh->blobs[r][i], bytes);
-    return Status::Success;
-  };
-}
-
-std::unique_ptr<ShmTransport> makeTransport(Shared* sh, int rank, int nranks,
-                                            std::function<Status()> health = {}) {
-  std::unique_ptr<ShmTransport> t;
-  Status s = ShmTransport::create(rank, nranks, makeAllGather(sh, rank, nranks), milliseconds(5000),
-                                  std::move(health), &t);
-  if (s != Status::Success) fprintf(stderr, "rank %d: create failed: %s\n", rank, statusName(s));
-  return t;
-}
-
-/// Drives the transport like the engine until every request is done; the first failure wins.
-Status drive(Transport& t, const std::vector<Request*>& reqs, milliseconds timeout) {
-  auto deadline = Clock::now() + timeout;
-  while (true) {
-    uint32_t epoch = t.activityEpoch();
-    Status s = t.progress();
-    if (s != Status::Success) return s;
-    bool all = true;
-    for (Request* r : reqs) {
-      if (!r->done.load(std::memory_order_acquire))
-        all = false;
-      else if (r->status != Status::Success)
-        return r->status;
-    }
-    if (all) return Status::Success;
-    if (Clock::now() > deadline) return Status::Timeout;
-    t.waitActivity(epoch, milliseconds(10));
-  }
 }
 
 /// Runs progress (without requiring anything to finish) for `d`.
@@ -113,72 +36,6 @@ void spin(Transport& t, milliseconds d) {
   }
 }
 
-std::vector<std::string> segmentsOf(const std::vector<pid_t>& pids) {
-  std::vector<std::string> found;
-  DIR* d = opendir("/dev/shm");
-  if (!d) return found;
-  while (dirent* e = readdir(d))
-    for (pid_t p : pids) {
-      std::string prefix = "nlccl-" + std::to_string(p) + "-";
-      if (strncmp(e->d_name, prefix.c_str(), prefix.size()) == 0) found.push_back(e->d_name);
-    }
-  closedir(d);
-  return found;
-}
-
-/// Forks `n` ranks running `fn`; returns their exit codes (-signal when killed). `parent` runs in
-/// the test process meanwhile (e.g. to kill a rank). Ranks still alive after 30 s are killed.
-std::vector<int> runForked(
-    int n, const std::function<int(int, Shared*)>& fn,
-    const std::function<void(Shared*, const std::vector<pid_t>&)>& parent = {},
-    std::vector<pid_t>* pidsOut = nullptr) {
-  void* mem =
-      mmap(nullptr, sizeof(Shared), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-  EXPECT_NE(mem, MAP_FAILED);
-  auto* sh = new (mem) Shared();
-  fflush(stdout);
-  fflush(stderr);
-  std::vector<pid_t> pids;
-  for (int r = 0; r < n; ++r) {
-    pid_t pid = fork();
-    if (pid == 0) {
-      gRank = r;
-      int rc = fn(r, sh);
-      fflush(stdout);
-      fflush(stderr);
-      _exit(rc);
-    }
-    pids.push_back(pid);
-  }
-  if (parent) parent(sh, pids);
-  std::vector<int> codes(static_cast<size_t>(n), -1000);
-  int left = n;
-  auto deadline = Clock::now() + std::chrono::seconds(30);
-  while (left > 0) {
-    int status = 0;
-    pid_t p = waitpid(-1, &status, WNOHANG);
-    if (p > 0) {
-      for (int r = 0; r < n; ++r)
-        if (pids[static_cast<size_t>(r)] == p)
-          codes[static_cast<size_t>(r)] =
-              WIFEXITED(status) ? WEXITSTATUS(status) : -WTERMSIG(status);
-      --left;
-      sh->reaped.fetch_add(1);
-      continue;
-    }
-    if (Clock::now() > deadline) {
-      ADD_FAILURE() << "ranks still running after 30 s: killing them";
-      for (pid_t q : pids) kill(q, SIGKILL);
-      deadline = Clock::now() + std::chrono::hours(1);
-    }
-    usleep(1000);
-  }
-  munmap(mem, sizeof(Shared));
-  EXPECT_TRUE(segmentsOf(pids).empty()) << "segment left in /dev/shm: " << segmentsOf(pids)[0];
-  if (pidsOut) *pidsOut = pids;
-  return codes;
-}
-
 // ---- data exchange ----
 
 struct ExchangeCase {
@@ -187,10 +44,6 @@ struct ExchangeCase {
   const char* slots;
   bool reduce;
 };
-
-int32_t value(int src, int dst, size_t msg, size_t i) {
-  return static_cast<int32_t>(src * 1000003 + dst * 7919 + msg * 104729 + i * 13);
-}
 
 int exchangeRank(const ExchangeCase& c, int rank, Shared* sh) {
   auto t = makeTransport(sh, rank, c.nranks);
@@ -258,13 +111,7 @@ int exchangeRank(const ExchangeCase& c, int rank, Shared* sh) {
     if (c.reduce) {
       std::vector<char> acc(msgs[m].bytes);
       fill(acc, 1000 + rank, msgs[m].peer, msgs[m].id);
-      for (size_t i = 0; i < want.size() / 4; ++i) {
-        int32_t a, b;
-        std::memcpy(&a, &want[i * 4], 4);
-        std::memcpy(&b, &acc[i * 4], 4);
-        a = static_cast<int32_t>(static_cast<uint32_t>(a) + static_cast<uint32_t>(b));
-        std::memcpy(&want[i * 4], &a, 4);
-      }
+      addInt32(want.data(), acc.data(), want.size());
     }
     if (want != recvBufs[m]) {
       fprintf(stderr, "rank %d: wrong data from rank %d, tag %lu, %zu bytes, message %zu\n", rank,
@@ -295,8 +142,8 @@ TEST(ShmTransport, ReduceOnArrival4Ranks) { runExchange({4, "128K", "4", true});
 // A receive that is only posted once a later message to the same pair has arrived: the FIFO must
 // not stay blocked by the earlier, unmatched message.
 TEST(ShmTransport, LaterTagCompletesFirst) {
-  setenv("NLCCL_SHM_SLOT_BYTES", "8K", 1);
-  setenv("NLCCL_SHM_SLOTS", "2", 1);
+  ScopedEnv slotBytes("NLCCL_SHM_SLOT_BYTES", "8K");
+  ScopedEnv slots("NLCCL_SHM_SLOTS", "2");
   auto codes = runForked(2, [](int rank, Shared* sh) {
     auto t = makeTransport(sh, rank, 2);
     CHILD_CHECK(t);
@@ -320,8 +167,6 @@ TEST(ShmTransport, LaterTagCompletesFirst) {
     }
     return 0;
   });
-  unsetenv("NLCCL_SHM_SLOT_BYTES");
-  unsetenv("NLCCL_SHM_SLOTS");
   EXPECT_EQ(codes, (std::vector<int>{0, 0}));
 }
 
@@ -378,7 +223,7 @@ TEST(ShmTransport, SizeMismatchIsInvalidUsage) {
 // Ranks exchange 1 MiB messages in a loop; the parent SIGKILLs rank `victim` mid-exchange. The
 // others must see RemoteError on everything pending, fast, and /dev/shm must be clean.
 void killTest(int n, int victim) {
-  setenv("NLCCL_SHM_SLOT_BYTES", "64K", 1);
+  ScopedEnv slotBytes("NLCCL_SHM_SLOT_BYTES", "64K");
   auto body = [n, victim](int rank, Shared* sh) {
     auto t = makeTransport(sh, rank, n);
     CHILD_CHECK(t);
@@ -418,14 +263,7 @@ void killTest(int n, int victim) {
     sh->killedAtNs.store(nowNs());
     kill(pids[static_cast<size_t>(victim)], SIGKILL);
   };
-  auto codes = runForked(n, body, parent);
-  unsetenv("NLCCL_SHM_SLOT_BYTES");
-  for (int r = 0; r < n; ++r) {
-    if (r == victim)
-      EXPECT_EQ(codes[static_cast<size_t>(r)], -SIGKILL);
-    else
-      EXPECT_EQ(codes[static_cast<size_t>(r)], 0) << "rank " << r;
-  }
+  expectOnlyVictimKilled(runForked(n, body, parent), victim);
 }
 
 TEST(ShmTransport, KilledPeerFailsOthers2Ranks) { killTest(2, 1); }
@@ -516,4 +354,4 @@ TEST(ShmTransport, Bandwidth2Ranks) {
 }
 
 }  // namespace
-}  // namespace nlccl::transport
+}  // namespace nlccl::transport::test
