@@ -22,7 +22,14 @@ Status hierShape(const Communicator& comm, plan::Request* req) {
   std::string algos = paramHierAlgos();
   req->levelAlgorithms.clear();
   std::stringstream as(algos);
-  for (std::string a; std::getline(as, a, ',');) req->levelAlgorithms.push_back(a);
+  for (std::string a; std::getline(as, a, ',');) {
+    if (a != "ring" && a != "rhd" && a != "tree") {
+      WARN("NLCCL_HIER_ALGOS=%s: '%s' is not a level algorithm (valid: ring, rhd, tree)",
+           algos.c_str(), a.c_str());
+      return Status::InvalidArgument;
+    }
+    req->levelAlgorithms.push_back(a);
+  }
   std::string spec = paramHierGroups();
   *groups = comm.hostGroups();
   if (spec.empty()) return Status::Success;

@@ -74,3 +74,31 @@ INSTANTIATE_TEST_SUITE_P(Registry, AlgorithmsTest, ::testing::ValuesIn(algo::reg
 
 }  // namespace
 }  // namespace nlccl::testing
+
+namespace nlccl::testing {
+namespace {
+
+TEST(HierShapeTest, BadLevelAlgorithmOrGroupsAreRejectedByName) {
+  setenv("NLCCL_ALGO", "allreduce:hier", 1);
+  for (auto [var, value] : {std::pair<const char*, const char*>{"NLCCL_HIER_ALGOS", "ring,bogus"},
+                            {"NLCCL_HIER_GROUPS", "3x3"}}) {
+    setenv(var, value, 1);
+    std::vector<nlcclComm_t> comms(4);
+    ASSERT_EQ(nlcclCommInitAll(comms.data(), 4, nullptr), nlcclSuccess);
+    float x[4] = {};
+    EXPECT_EQ(nlcclAllReduce(x, x, 4, nlcclFloat, nlcclSum, comms[0], nullptr), nlcclInvalidArgument);
+    EXPECT_NE(std::string(nlcclGetLastError(comms[0])).find(var), std::string::npos)
+        << nlcclGetLastError(comms[0]);
+    unsetenv(var);
+    runRanks(4, [&](int r) {  // the communicator is still usable once the variable is right
+      float v[4] = {1, 1, 1, 1};
+      ASSERT_EQ(nlcclAllReduce(v, v, 4, nlcclFloat, nlcclSum, comms[r], nullptr), nlcclSuccess);
+      EXPECT_EQ(v[3], 4.0f);
+    });
+    for (auto c : comms) EXPECT_EQ(nlcclCommDestroy(c), nlcclSuccess);
+  }
+  unsetenv("NLCCL_ALGO");
+}
+
+}  // namespace
+}  // namespace nlccl::testing
