@@ -201,6 +201,23 @@ Status ShmTransport::pump(int dst) {
   return Status::Success;
 }
 
+bool ShmTransport::takePosted(Peer& p, int src, uint64_t tag, uint64_t total, RecvOp* out,
+                             bool* mismatch) {
+  auto it = std::find_if(p.posted.begin(), p.posted.end(),
+                         [&](const RecvOp& r) { return r.tag == tag; });
+  if (it == p.posted.end()) return false;
+  *out = *it;
+  p.posted.erase(it);
+  *mismatch = out->bytes != total;
+  if (*mismatch) {
+    WARN("shm: rank %d: message size mismatch from rank %d (tag 0x%" PRIx64
+         "): sender posted %" PRIu64 " bytes, receiver expects %zu",
+         rank_, src, tag, total, out->bytes);
+    complete(out->req, Status::InvalidUsage);
+  }
+  return true;
+}
+
 Status ShmTransport::drain(int src) {
   Peer& p = peers_[static_cast<size_t>(src)];
   shm::RingControl* rc = own_.ring(src);
@@ -229,16 +246,10 @@ Status ShmTransport::drain(int src) {
     if (p.cur == Target::None) {
       sane = sane && h.offset == 0;
       if (!sane) break;
-      auto it = std::find_if(p.posted.begin(), p.posted.end(),
-                             [&](const RecvOp& r) { return r.tag == h.tag; });
-      if (it != p.posted.end()) {
-        RecvOp r = *it;
-        p.posted.erase(it);
-        if (r.bytes != h.total) {
-          WARN("shm: rank %d: message size mismatch from rank %d (tag 0x%" PRIx64
-               "): sender posted %" PRIu64 " bytes, receiver expects %zu",
-               rank_, src, h.tag, h.total, r.bytes);
-          complete(r.req, Status::InvalidUsage);
+      RecvOp r{};
+      bool mismatch = false;
+      if (takePosted(p, src, h.tag, h.total, &r, &mismatch)) {
+        if (mismatch) {
           p.cur = Target::Discard;
         } else {
           p.cur = Target::Recv;

@@ -153,6 +153,10 @@ class ShmTransport final : public Transport {
   Status drain(int src);  // consumes arrived fragments from `src`
   Status pump(int dst);   // writes queued fragments for `dst`
   void deliver(const RecvOp& r, size_t offset, const char* src, size_t bytes);
+  /// Removes the first receive posted on `p` (messages from `src`) for a message (tag, total)
+  /// into *out. Returns false when none is posted. A receive of another size is completed with
+  /// InvalidUsage (logged) and *mismatch set.
+  bool takePosted(Peer& p, int src, uint64_t tag, uint64_t total, RecvOp* out, bool* mismatch);
   // Consumes the direct message at the head of `src`'s FIFO (header `h`) if it can go now;
   // *consumed tells whether it did (acked). Errors are fatal for the transport.
   Status drainDirect(int src, const shm::SlotHeader& h, const char* payload, uint64_t tail,

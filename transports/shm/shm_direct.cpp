@@ -83,17 +83,10 @@ Status ShmTransport::drainDirect(int src, const shm::SlotHeader& h, const char* 
     *consumed = true;
   };
   auto& counters = shm::singleCopyCounters();
-  auto it = std::find_if(p.posted.begin(), p.posted.end(),
-                         [&](const RecvOp& r) { return r.tag == h.tag; });
-  if (it != p.posted.end()) {
-    RecvOp r = *it;
-    p.posted.erase(it);
-    if (r.bytes != h.total) {
-      WARN("shm: rank %d: message size mismatch from rank %d (tag 0x%" PRIx64
-           "): sender posted %" PRIu64 " bytes, receiver expects %zu",
-           rank_, src, h.tag, h.total, r.bytes);
-      complete(r.req, Status::InvalidUsage);
-    } else {
+  RecvOp r{};
+  bool mismatch = false;
+  if (takePosted(p, src, h.tag, h.total, &r, &mismatch)) {
+    if (!mismatch) {
       const char* data = nullptr;
       Status s = mapDirect(src, d, &data);
       if (s != Status::Success) {
