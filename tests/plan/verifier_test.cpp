@@ -19,6 +19,17 @@ Request request(Collective c, int p, size_t count, bool inPlace = false) {
   return req;
 }
 
+/// An empty 2-rank all-reduce Plan of 4 elements (4 of Scratch) for tests to fill in by hand.
+Plan handWritten2RankAllReduce() {
+  Plan plan;
+  plan.collective = Collective::AllReduce;
+  plan.nranks = 2;
+  plan.count = 4;
+  plan.scratchCount = 4;
+  plan.ranks.resize(2);
+  return plan;
+}
+
 Plan ringPlan(const Request& req) {
   std::optional<Plan> plan = algo::build(req, "ring");
   EXPECT_TRUE(plan.has_value());
@@ -129,12 +140,7 @@ TEST(Verifier, RejectsSizeMismatches) {
 
 TEST(Verifier, RejectsDeadlock) {
   Request req = request(Collective::AllReduce, 2, 4);
-  Plan plan;
-  plan.collective = Collective::AllReduce;
-  plan.nranks = 2;
-  plan.count = 4;
-  plan.scratchCount = 4;
-  plan.ranks.resize(2);
+  Plan plan = handWritten2RankAllReduce();
   for (int r = 0; r < 2; ++r) {
     Channel ch;
     ch.steps.push_back({{{XferKind::Recv, 1 - r, -1, scratch(0, 4)}}, {}});
@@ -286,12 +292,7 @@ TEST(Verifier, RejectsRecvReduceCopyShapeErrors) {
 // Its source is read while the step's other transfers run: a receive writing it is a race.
 TEST(Verifier, RejectsARaceOnTheRecvReduceCopySource) {
   Request req = request(Collective::AllReduce, 2, 4);
-  Plan plan;
-  plan.collective = Collective::AllReduce;
-  plan.nranks = 2;
-  plan.count = 4;
-  plan.scratchCount = 4;
-  plan.ranks.resize(2);
+  Plan plan = handWritten2RankAllReduce();
   for (int r = 0; r < 2; ++r) {
     Channel ch;
     // Output first takes the peer's input, then Scratch = Output + the peer's input again: wrong
