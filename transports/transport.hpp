@@ -32,16 +32,20 @@ struct Reducer {
 /// Virtual time (seconds; used by transports that model a fabric, e.g. neuronlink): the engine
 /// sets `vstart`, the modelled time at which the operation is posted; the transport sets `vdone`,
 /// the modelled time at which it completes (a send: delivered; a receive: arrived, not before
-/// `vstart`). Transports without a model leave vdone = vstart.
+/// `vstart`). Transports without a model leave vdone = vstart. `remoteReduces` (set by the
+/// engine on a send) says the receiver reduces the message on arrival, which a model charges to
+/// the receiver's memory.
 struct Request {
   std::atomic<bool> done{false};
   Status status = Status::Success;
   double vstart = 0;
   double vdone = 0;
+  bool remoteReduces = false;
   void reset() {
     done.store(false, std::memory_order_relaxed);
     status = Status::Success;
     vstart = vdone = 0;
+    remoteReduces = false;
   }
 };
 
@@ -70,6 +74,9 @@ class Transport {
   virtual void waitActivity(uint32_t seen, std::chrono::nanoseconds timeout) = 0;
   /// Fails every pending operation with `why` and wakes all waiters; later posts fail too.
   virtual void abort(Status why) = 0;
+  /// Wakes `rank`'s waiters (its activity epoch changes): something outside the transport that
+  /// lets it progress has happened (the neuronlink transport's shared clock moved).
+  virtual void wake(int rank) = 0;
 
   // ---- virtual time (defaults: no model) ----
   /// True when this transport models time; the engine then tracks vstart/vdone.

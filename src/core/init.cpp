@@ -16,6 +16,8 @@ struct LocalShared {
   std::shared_ptr<transport::LoopbackFabric> fabric;
   std::shared_ptr<LocalRendezvous> rendezvous;
   std::shared_ptr<const transport::LinkModel> model;  ///< neuronlink only
+  std::shared_ptr<void> timeline;                     ///< neuronlink only: its memory
+  size_t timelineBytes = 0;
 };
 
 Status makeShared(int n, const CommConfig& config, LocalShared* out) {
@@ -28,7 +30,10 @@ Status makeShared(int n, const CommConfig& config, LocalShared* out) {
   }
   out->fabric = std::make_shared<transport::LoopbackFabric>(n);
   out->rendezvous = std::make_shared<LocalRendezvous>(n);
-  if (config.transport == "neuronlink") NLCHECK(neuronLinkModel(config, n, &out->model));
+  if (config.transport == "neuronlink") {
+    NLCHECK(neuronLinkModel(config, n, &out->model));
+    NLCHECK(transport::makeLocalTimeline(n, &out->timeline, &out->timelineBytes));
+  }
   return Status::Success;
 }
 
@@ -36,8 +41,13 @@ Status makeComm(int rank, int n, const LocalShared& shared, const CommConfig& co
                 std::unique_ptr<Communicator>* out) {
   std::unique_ptr<transport::Transport> tp =
       std::make_unique<transport::LoopbackTransport>(shared.fabric, rank);
-  if (shared.model)
-    tp = std::make_unique<transport::NeuronLinkTransport>(std::move(tp), shared.model);
+  if (shared.model) {
+    std::unique_ptr<transport::Timeline> timeline;
+    NLCHECK(transport::Timeline::attach(shared.timeline, shared.timeline.get(),
+                                        shared.timelineBytes, n, rank, &timeline));
+    tp = std::make_unique<transport::NeuronLinkTransport>(std::move(tp), shared.model,
+                                                          std::move(timeline));
+  }
   auto comm = std::make_unique<Communicator>(rank, n, std::move(tp), shared.rendezvous, config);
   NLCHECK(comm->setAlgorithms(config.algorithm));
   *out = std::move(comm);

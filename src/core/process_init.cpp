@@ -1,9 +1,12 @@
 #include "core/process_init.hpp"
 
+#include <unistd.h>
+
 #include "bootstrap/root.hpp"
 #include "core/init.hpp"
 #include "transports/neuronlink/neuronlink.hpp"
 #include "transports/shm/shm.hpp"
+#include "transports/shm/shm_memory.hpp"
 #include "util/log.hpp"
 
 namespace nlccl::core {
@@ -21,6 +24,47 @@ std::vector<int> hostGroupsOf(const bootstrap::Bootstrap& bs) {
   for (int h = perHost; h < n; h += perHost)
     if (bs.peerHostIdentity(h) == bs.peerHostIdentity(h - perHost)) return {};
   return {perHost, n / perHost};
+}
+
+/// The neuronlink transport's shared timeline for ranks that are processes: rank 0 allocates it
+/// as a memfd (nlcclMemAlloc's kind: no name, so nothing outlives the processes) and every other
+/// rank maps it through /proc/<pid>/fd.
+Status sharedTimeline(bootstrap::Bootstrap& bs, std::unique_ptr<transport::Timeline>* out) {
+  struct Where {
+    int32_t pid = 0, fd = -1;
+    uint64_t id = 0, size = 0;
+    int32_t status = 0;
+  };
+  const int rank = bs.rank(), nranks = bs.nranks();
+  Where mine;
+  std::shared_ptr<void> mem;
+  Status s = Status::Success;
+  if (rank == 0) {
+    std::chrono::milliseconds grace;
+    s = transport::timelineIdleGrace(&grace);
+    const size_t bytes = transport::Timeline::bytesFor(nranks, transport::timelineCapacity());
+    void* p = nullptr;
+    if (s == Status::Success) s = transport::shm::memAlloc(bytes, &p);
+    if (s == Status::Success) {
+      mem = std::shared_ptr<void>(p, [](void* q) { transport::shm::memFree(q); });
+      s = transport::Timeline::format(p, bytes, nranks, transport::timelineCapacity(), grace);
+    }
+    transport::shm::AllocationRef ref;
+    if (s == Status::Success && !transport::shm::findAllocation(p, bytes, &ref)) s = Status::InternalError;
+    mine = {static_cast<int32_t>(getpid()), ref.fd, ref.id, ref.size, static_cast<int32_t>(s)};
+  }
+  std::vector<Where> all(static_cast<size_t>(nranks));
+  NLCHECK(bs.allGather(&mine, sizeof(mine), all.data()));
+  const Where w = all[0];
+  if (w.status != 0) return static_cast<Status>(w.status);
+  void* base = mem.get();
+  if (rank != 0) {
+    auto map = std::make_shared<transport::shm::RemoteMapping>();
+    NLCHECK(transport::shm::RemoteMapping::open(w.pid, w.fd, w.id, w.size, map.get(), true));
+    base = map->writableData();
+    mem = std::shared_ptr<void>(map, base);  // keeps the mapping alive
+  }
+  return transport::Timeline::attach(mem, base, w.size, nranks, rank, out);
 }
 
 /// Builds the communicator of one rank over `bs` (a fresh bootstrap or a split of one).
@@ -51,7 +95,10 @@ Status connect(std::unique_ptr<bootstrap::Bootstrap> bs, const CommConfig& confi
   if (want == "neuronlink") {
     std::shared_ptr<const transport::LinkModel> model;
     NLCHECK(neuronLinkModel(config, nranks, &model));
-    tp = std::make_unique<transport::NeuronLinkTransport>(std::move(tp), model);
+    std::unique_ptr<transport::Timeline> timeline;
+    NLCHECK(sharedTimeline(*b, &timeline));
+    tp = std::make_unique<transport::NeuronLinkTransport>(std::move(tp), model,
+                                                          std::move(timeline));
   }
   auto comm = std::make_unique<Communicator>(rank, nranks, std::move(tp), rv, config);
   comm->setHostGroups(hostGroupsOf(*b));

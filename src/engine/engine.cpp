@@ -17,11 +17,6 @@ using plan::XferKind;
 
 constexpr unsigned kMaxLoops = 64;
 
-bool forwards(XferKind k) {
-  return k == XferKind::RecvReduceSend || k == XferKind::RecvCopySend ||
-         k == XferKind::RecvReduceCopySend;
-}
-
 /// Runs one rank's Plan: channels concurrently, each channel's steps in order, every step cut into
 /// `loops` proportional slices that pipeline (loop k step s after loop k step s-1 and loop k-1
 /// step s).
@@ -165,6 +160,7 @@ class CollRunner {
         continue;
       }
       x.req.vstart = ls.vstart;
+      x.req.remoteReduces = t.kind == XferKind::Send && t.sentReduced;
       if (t.kind == XferKind::Send) job_.bytesSent += bytes;
       switch (t.kind) {
         case XferKind::Send: NLCHECK(tp->postSend(t.peer, tag, ptr, bytes, &x.req)); break;
@@ -201,10 +197,11 @@ class CollRunner {
       }
       if (r.status != Status::Success) return r.status;
       const plan::Transfer& t = step.transfers[i];
-      if (!x.forwarding && forwards(t.kind)) {
+      if (!x.forwarding && plan::forwards(t.kind)) {
         auto [ptr, bytes] = slice(t.region, loop);
         x.forwarding = true;
         x.fwd.vstart = x.req.vdone;
+        x.fwd.remoteReduces = t.sentReduced;
         job_.bytesSent += bytes;
         NLCHECK(job_.transport->postSend(t.next, makeCollTag(job_.seq, channel, loop), ptr,
                                          bytes, &x.fwd));

@@ -63,6 +63,18 @@ enum class XferKind : uint8_t {
 inline bool readsSrc(XferKind k) {
   return k == XferKind::RecvReduceCopy || k == XferKind::RecvReduceCopySend;
 }
+/// Every kind but Send receives from `peer`.
+inline bool receives(XferKind k) { return k != XferKind::Send; }
+/// The fused kinds: receive from `peer`, then send the region on to `next`.
+inline bool forwards(XferKind k) {
+  return k == XferKind::RecvReduceSend || k == XferKind::RecvCopySend ||
+         k == XferKind::RecvReduceCopySend;
+}
+/// The kinds that combine the incoming data with local data as it arrives (RecvReduceCopy reads
+/// `src` instead of the region, the same memory traffic).
+inline bool reducesOnArrival(XferKind k) {
+  return k == XferKind::RecvReduce || k == XferKind::RecvReduceSend || readsSrc(k);
+}
 
 /// One message of a step. For Send, `region` is the source; otherwise it is the destination.
 /// Constructible as {kind, peer, next, region} (src defaults) or {kind, peer, next, region, src}.
@@ -80,8 +92,17 @@ struct Transfer {
   /// transfers). It may be `region` itself (then the kind acts as RecvReduce) but must not
   /// partially overlap it. Ignored (leave it default) for every other kind.
   Region src;
+  /// Derived by finalize(): the receiver of the message this transfer sends (to `peer` for Send,
+  /// to `next` for the fused kinds) reduces it on arrival. Modelling transports charge that
+  /// receiver's memory for it.
+  bool sentReduced = false;
   friend bool operator==(const Transfer&, const Transfer&) = default;
 };
+
+/// The rank a transfer sends to: `peer` for Send, `next` for the fused kinds, else -1.
+inline int sendTarget(const Transfer& t) {
+  return t.kind == XferKind::Send ? t.peer : forwards(t.kind) ? t.next : -1;
+}
 
 enum class LocalKind : uint8_t {
   Copy,    ///< dst = src
@@ -150,7 +171,7 @@ struct Plan {
   size_t maxTransferCount = 0;
 };
 
-/// Fills the derived fields of a freshly built Plan (maxTransferCount).
+/// Fills the derived fields of a freshly built Plan (maxTransferCount, Transfer::sentReduced).
 void finalize(Plan* plan);
 
 /// Elements of Input and Output for `rank` under request `req` (sizes the verifier and engine use).

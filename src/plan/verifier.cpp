@@ -51,14 +51,6 @@ const char* kindName(XferKind k) {
   return "?";
 }
 
-bool receives(XferKind k) { return k != XferKind::Send; }
-bool fused(XferKind k) {
-  return k == XferKind::RecvReduceSend || k == XferKind::RecvCopySend ||
-         k == XferKind::RecvReduceCopySend;
-}
-bool reducesOnArrival(XferKind k) {
-  return k == XferKind::RecvReduce || k == XferKind::RecvReduceSend || readsSrc(k);
-}
 
 std::string regionText(const Region& r) {
   std::ostringstream o;
@@ -265,7 +257,7 @@ bool Verifier::checkShape() {
       std::string what = "transfer " + std::to_string(x) + " (" + kindName(t.kind) + ")";
       if (t.peer < 0 || t.peer >= p_ || t.peer == r)
         return fail(where(sid) + ": " + what + " has peer " + std::to_string(t.peer));
-      if (fused(t.kind) && (t.next < 0 || t.next >= p_ || t.next == r))
+      if (forwards(t.kind) && (t.next < 0 || t.next >= p_ || t.next == r))
         return fail(where(sid) + ": " + what + " forwards to " + std::to_string(t.next));
       if (!checkRegion(sid, what, t.region, receives(t.kind))) return false;
       access_[sid].push_back(place(r, t.region, receives(t.kind)));
@@ -334,7 +326,7 @@ bool Verifier::matchTransfers() {
         ins[{c, t.peer, r}].push_back({sid, static_cast<int>(x), false});
     }
     for (size_t x = 0; x < st.transfers.size(); ++x)
-      if (fused(st.transfers[x].kind))
+      if (forwards(st.transfers[x].kind))
         outs[{c, r, st.transfers[x].next}].push_back({sid, static_cast<int>(x), true});
   }
   auto describe = [&](const End& e) {
@@ -498,8 +490,8 @@ bool Verifier::schedule() {
             msg +=
                 " (" + std::string(kindName(t.kind)) + " from rank " + std::to_string(t.peer) + ")";
           if (sm >= 0 && !done[msgNode(sm, k)])
-            msg += std::string(" (") + (fused(t.kind) ? "forward" : "send") + " to rank " +
-                   std::to_string(fused(t.kind) ? t.next : t.peer) + ")";
+            msg += std::string(" (") + (forwards(t.kind) ? "forward" : "send") + " to rank " +
+                   std::to_string(forwards(t.kind) ? t.next : t.peer) + ")";
         }
         if (!done[node(sid, k, false)]) msg += " its previous step";
         msg += ";";

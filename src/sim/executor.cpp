@@ -22,27 +22,11 @@ namespace {
 constexpr double kInf = std::numeric_limits<double>::infinity();
 using plan::XferKind;
 
-bool sendsTo(const plan::Transfer& t, int* target) {
-  if (t.kind == XferKind::Send) *target = t.peer;
-  else if (t.kind == XferKind::RecvReduceSend || t.kind == XferKind::RecvCopySend ||
-           t.kind == XferKind::RecvReduceCopySend)
-    *target = t.next;
-  else return false;
-  return true;
-}
-bool receives(const plan::Transfer& t) { return t.kind != XferKind::Send; }
-bool fused(XferKind k) {
-  return k == XferKind::RecvReduceSend || k == XferKind::RecvCopySend ||
-         k == XferKind::RecvReduceCopySend;
-}
 // RecvReduceCopy (region = src op incoming) is charged exactly as a reduce on arrival: per byte
 // received the receiver's HBM reads the local operand (src instead of region) and the incoming
 // byte and writes the region, hbmBytesPerReducedByte in both cases; links and the sender's DMA
 // see the same bytes. Only the separate local copy it replaces is gone.
-bool reduces(XferKind k) {
-  return k == XferKind::RecvReduce || k == XferKind::RecvReduceSend ||
-         k == XferKind::RecvReduceCopy || k == XferKind::RecvReduceCopySend;
-}
+using plan::reducesOnArrival;
 
 struct StepRec {
   int rank, channel, index;
@@ -161,15 +145,15 @@ Status Executor::build(std::string* error) {
         for (const plan::Transfer& t : st.transfers) {
           const int xid = static_cast<int>(xfers_.size());
           xfers_.push_back(XferRec{t.region.count, -1.0, sid, -1, 0, t.kind});
-          int target = -1;
-          if (sendsTo(t, &target)) {
+          const int target = plan::sendTarget(t);
+          if (t.kind == XferKind::Send || plan::forwards(t.kind)) {
             if (target < 0 || target >= p || target == r) {
               *error = "rank " + std::to_string(r) + " sends to invalid peer " + std::to_string(target);
               return Status::InvalidArgument;
             }
             sends.push_back({key(r, target, c), xid});
           }
-          if (receives(t)) {
+          if (plan::receives(t.kind)) {
             if (t.peer < 0 || t.peer >= p || t.peer == r) {
               *error = "rank " + std::to_string(r) + " receives from invalid peer " +
                        std::to_string(t.peer);
@@ -177,7 +161,7 @@ Status Executor::build(std::string* error) {
             }
             recvs.push_back({key(t.peer, r, c), xid});
           }
-          rec.items += fused(t.kind) ? 2 : 1;
+          rec.items += plan::forwards(t.kind) ? 2 : 1;
         }
         // Local ops: HBM traffic (copy reads + writes, reduce reads two and writes one) at the
         // HBM rate, or the DMA rate, whichever binds.
@@ -287,7 +271,7 @@ void Executor::startStep(int s, int k, double t) {
 
 void Executor::recvDone(int x, int k, double t) {
   XferRec& xr = xfers_[x];
-  if (fused(xr.kind)) startFlow(x, k, t);
+  if (plan::forwards(xr.kind)) startFlow(x, k, t);
   itemDone(xr.step, t);
 }
 
@@ -332,7 +316,7 @@ void Executor::startFlow(int x, int k, double t) {
     if (linkRes_[l] >= 0) useScratch_.push_back({linkRes_[l], 1.0});
   }
   if (dmaRes_[srcChip] >= 0) useScratch_.push_back({dmaRes_[srcChip], 1.0});
-  if (reduces(dst.kind) && hbmRes_[dstChip] >= 0)
+  if (reducesOnArrival(dst.kind) && hbmRes_[dstChip] >= 0)
     useScratch_.push_back({hbmRes_[dstChip], topo_.chip().hbmBytesPerReducedByte});
   const int64_t tag = static_cast<int64_t>(x) * loops_ + k;
   if (opts_.mode == Mode::Flow) {
@@ -360,7 +344,7 @@ void Executor::arrival(int x, int k, double t) {
     const StepRec& st = steps_[xr.step];
     const XferRec& d = xfers_[xr.match];
     out_->trace.push_back({st.rank, steps_[d.step].rank, st.channel, st.index, k, sendStart_[x], t,
-                           sliceBytes(xr, k), reduces(d.kind)});
+                           sliceBytes(xr, k), reducesOnArrival(d.kind)});
   } else if (opts_.trace) {
     out_->traceTruncated = true;
   }

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstddef>
+#include <algorithm>
 #include <cstdint>
 #include <queue>
 #include <vector>
@@ -33,6 +34,11 @@ class FlowNetwork {
   size_t activeFlows() const { return active_; }
   double peakUtil(int res) const { return peak_[res]; }
   double rate(int flow) const { return flows_[flow].rate; }
+  /// Bytes flow `flow` still has to move at time `now` (>= its last rate change).
+  double remaining(int flow, double now) const {
+    const Slot& s = flows_[flow];
+    return s.rate > 0 ? std::max(0.0, s.remaining - s.rate * (now - s.lastT)) : s.remaining;
+  }
 
  private:
   struct Slot {

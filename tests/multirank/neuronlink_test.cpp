@@ -121,6 +121,109 @@ TEST(NeuronLinkTest, RanksMapToTheListedChips) {
       << nlcclGetLastError(nullptr);
 }
 
+/// The simulator's flow-mode time for `req` built with `algorithm` on `topo` (slices of 1 MiB, as
+/// the tests set NLCCL_SLICE_BYTES).
+double simulatedUs(const fabric::Topology& topo, const plan::Request& req, const char* algorithm,
+                   sim::Mode mode = sim::Mode::Flow) {
+  std::string err;
+  auto plan = algo::build(req, algorithm, &err);
+  EXPECT_TRUE(plan) << err;
+  if (!plan) return 0;
+  plan::finalize(&*plan);
+  sim::Options opts;
+  opts.mode = mode;
+  opts.chunkBytes = 1048576;
+  sim::Result res;
+  EXPECT_EQ(sim::simulate(topo, *plan, opts, &res, &err), Status::Success) << err;
+  return res.timeS * 1e6;
+}
+
+/// All-to-all makes every chip send to every other at once: the messages share the senders' DMA
+/// engines and links (with two ranks per chip, also one chip's engines between two ranks). The
+/// transport's modelled time equals the simulator's flow mode, which models that sharing, and
+/// is well above the analytical mode's, which does not.
+TEST(NeuronLinkTest, ContendedAllToAllMatchesTheSimulator) {
+  const int p = 8;
+  const size_t perPeer = (2u << 20) / sizeof(float);  // 2 MiB to each peer
+  for (const char* chips : {"", "0,0,1,1,2,2,3,3"}) {
+    Env env({{"NLCCL_TRANSPORT", "neuronlink"}, {"NLCCL_SLICE_BYTES", "1048576"},
+             {"NLCCL_NEURONLINK_REALTIME", "0"}, {"NLCCL_NEURONLINK_CHIPS", chips}});
+    std::vector<nlcclComm_t> comms(p);
+    ASSERT_EQ(nlcclCommInitAll(comms.data(), p, nullptr), nlcclSuccess) << nlcclGetLastError(nullptr);
+    double modelledUs = 0;
+    std::mutex mu;
+    runRanks(p, [&](int r) {
+      std::vector<float> in(perPeer * p), out(perPeer * p);
+      for (int d = 0; d < p; ++d) in[d * perPeer] = static_cast<float>(r * 100 + d);
+      ASSERT_EQ(nlcclAlltoAll(in.data(), out.data(), perPeer, nlcclFloat, comms[r], nullptr),
+                nlcclSuccess);
+      for (int s = 0; s < p; ++s) EXPECT_EQ(out[s * perPeer], static_cast<float>(s * 100 + r));
+      std::lock_guard<std::mutex> lock(mu);
+      modelledUs = std::max(modelledUs, statsOf(comms[r]).lastModelledUs);
+    });
+    for (auto c : comms) EXPECT_EQ(nlcclCommDestroy(c), nlcclSuccess);
+
+    fabric::Topology topo;
+    std::string err;
+    std::vector<std::string> sets;
+    if (*chips) sets.push_back("ranks_per_chip=2");
+    ASSERT_EQ(fabric::Topology::load("trn3-us144", sets, &topo, &err), Status::Success) << err;
+    plan::Request req;
+    req.collective = Collective::AllToAll;
+    req.nranks = p;
+    req.count = perPeer;
+    const double flowUs = simulatedUs(topo, req, "direct");
+    const double aloneUs = simulatedUs(topo, req, "direct", sim::Mode::Analytical);
+    std::printf("all-to-all, 8 ranks on %s: transport %.3f us, simulator flow %.3f us, analytical "
+                "(no sharing) %.3f us\n", *chips ? "4 chips" : "8 chips", modelledUs, flowUs, aloneUs);
+    EXPECT_NEAR(modelledUs, flowUs, 0.01 * flowUs) << "chips '" << chips << "'";
+    EXPECT_GT(modelledUs, 1.03 * aloneUs) << "the messages must contend for the test to mean much";
+  }
+}
+
+/// Contention between processes: the same all-to-all over forked ranks (the timeline lives in a
+/// memfd all of them map) gives the simulator's time too.
+TEST(NeuronLinkTest, ContendedAllToAllOverProcessesMatchesTheSimulator) {
+  const int p = 4;
+  const size_t perPeer = (2u << 20) / sizeof(float);
+  Env env({{"NLCCL_SLICE_BYTES", "1048576"}, {"NLCCL_NEURONLINK_REALTIME", "0"}});
+  void* shared = mmap(nullptr, sizeof(double) * p, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+  ASSERT_NE(shared, MAP_FAILED);
+  auto* modelled = static_cast<double*>(shared);
+  nlcclConfig_t config = NLCCL_CONFIG_INITIALIZER;
+  config.transport = "neuronlink";
+  auto status = forkRanks(
+      p,
+      [&](int r, nlcclComm_t comm) {
+        std::vector<float> in(perPeer * p, 1.0f + r), out(perPeer * p);
+        if (nlcclAlltoAll(in.data(), out.data(), perPeer, nlcclFloat, comm, nullptr) != nlcclSuccess)
+          return false;
+        for (int s = 0; s < p; ++s)
+          if (out[s * perPeer + perPeer - 1] != 1.0f + s) return false;
+        nlcclCommStats_t st;
+        st.size = sizeof(st);
+        if (nlcclCommGetStats(comm, &st) != nlcclSuccess) return false;
+        modelled[r] = st.lastModelledUs;
+        return true;
+      },
+      120, &config);
+  for (int r = 0; r < p; ++r) ASSERT_EQ(status[r], 0) << "rank " << r;
+  double modelledUs = 0;
+  for (int r = 0; r < p; ++r) modelledUs = std::max(modelledUs, modelled[r]);
+  munmap(shared, sizeof(double) * p);
+  fabric::Topology topo;
+  std::string err;
+  ASSERT_EQ(fabric::Topology::load("trn3-us144", {}, &topo, &err), Status::Success) << err;
+  plan::Request req;
+  req.collective = Collective::AllToAll;
+  req.nranks = p;
+  req.count = perPeer;
+  const double flowUs = simulatedUs(topo, req, "direct");
+  std::printf("all-to-all, 4 processes: transport %.3f us, simulator flow %.3f us\n", modelledUs, flowUs);
+  EXPECT_NEAR(modelledUs, flowUs, 0.01 * flowUs);
+  EXPECT_GT(modelledUs, 1.03 * simulatedUs(topo, req, "direct", sim::Mode::Analytical));
+}
+
 struct CollParam {
   const char* algorithm;
   int nranks;

@@ -196,4 +196,46 @@ TEST(SimFlow, FlowModelIncremental) {
   EXPECT_NEAR(m.bottleneckBps(0, 1), kBw, 1e-3);
 }
 
+TEST(SimFlow, FlowModelSettlesOnlyWhatHasFinishedByTheHorizon) {
+  const auto t = load("flat:3");
+  sim::FlowModel m(t);
+  const double n = 1e6;  // alone: n / kBw = 0.78 us of data
+  const auto a = m.add(0, 2, n, 0.0);
+  double arrival = 0;
+  // Before anything runs, the bound is the lone-transfer time; nothing has arrived.
+  EXPECT_NEAR(m.arrivalLowerBound(a), kAlpha + n / kBw, 1e-15);
+  m.advanceTo(0.5 * n / kBw);
+  EXPECT_FALSE(m.arrived(a, &arrival));
+  // Half the bytes moved: the bound is now + the other half alone + latency.
+  EXPECT_NEAR(m.arrivalLowerBound(a), kAlpha + n / kBw, 1e-15);
+  // A second transfer into the same port halves a's rate from here on.
+  const auto b = m.add(1, 2, n, 0.5 * n / kBw);
+  m.advanceTo(1.0 * n / kBw);
+  EXPECT_FALSE(m.arrived(a, &arrival)) << "a has a quarter of its bytes left";
+  EXPECT_NEAR(m.arrivalLowerBound(a), kAlpha + 1.25 * n / kBw, 1e-15);
+  m.advanceTo(1.5 * n / kBw);
+  ASSERT_TRUE(m.arrived(a, &arrival));
+  EXPECT_NEAR(arrival, kAlpha + 1.5 * n / kBw, 1e-15);
+  EXPECT_NEAR(m.arrivalLowerBound(a), arrival, 0);
+  EXPECT_NEAR(m.finishTime(b), kAlpha + 2.0 * n / kBw, 1e-15);
+  m.forget(a);
+  EXPECT_FALSE(m.arrived(a, &arrival));
+}
+
+TEST(SimFlow, FlowModelLatencyAndRateCapOverrides) {
+  const auto t = load("flat:3");
+  sim::FlowModel::Options o;
+  o.latencyS = 2e-6;
+  o.rateCapBps = kBw / 4;
+  sim::FlowModel m(t, o);
+  const double n = 1e6;
+  // Two transfers share port 2 (kBw / 2 each) but each is capped at kBw / 4.
+  const auto a = m.add(0, 2, n, 0.0);
+  const auto b = m.add(1, 2, n, 0.0);
+  EXPECT_NEAR(m.finishTime(a), 2e-6 + 4 * n / kBw, 1e-15);
+  EXPECT_NEAR(m.finishTime(b), 2e-6 + 4 * n / kBw, 1e-15);
+  EXPECT_NEAR(m.latencyS(0, 1), 2e-6, 0);
+  EXPECT_NEAR(m.bottleneckBps(0, 1), kBw / 4, 1e-3);
+}
+
 }  // namespace

@@ -59,6 +59,7 @@ class LoopbackTransport final : public Transport {
     fabric_->activity_.wait(seen, timeout);
   }
   void abort(Status why) override;
+  void wake(int) override { fabric_->activity_.notify(); }
   const std::shared_ptr<LoopbackFabric>& fabric() const { return fabric_; }
 
  private:

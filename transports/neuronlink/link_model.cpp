@@ -105,6 +105,13 @@ double LinkModel::transferTime(int src, int dst, size_t bytes, bool reduce) cons
   return latency + data;
 }
 
+sim::FlowModel::Options LinkModel::flowOptions() const {
+  sim::FlowModel::Options o;
+  o.latencyS = opts_.latencyUs >= 0 ? opts_.latencyUs * 1e-6 : -1;
+  o.rateCapBps = opts_.bandwidthGBps > 0 ? opts_.bandwidthGBps * 1e9 : -1;
+  return o;
+}
+
 double LinkModel::localOpTime(size_t bytes, bool reduce) const {
   const fabric::ChipEngine& eng = topo_.chip();
   double b = static_cast<double>(bytes);

@@ -3,12 +3,22 @@
 #include <time.h>
 
 #include <algorithm>
+#include <cmath>
+#include <limits>
 
 #include "util/log.hpp"
 
 namespace nlccl::transport {
 
 namespace {
+constexpr double kInf = std::numeric_limits<double>::infinity();
+// How long a post may wait for room in the shared log (a rank outside nlccl calls for that long
+// while the others send half a million messages).
+constexpr std::chrono::milliseconds kAppendTimeout{30000};
+// A rank waiting on the shared clock rechecks this often: an idle rank's release (after
+// NLCCL_NEURONLINK_IDLE_MS) wakes nobody by itself.
+constexpr std::chrono::milliseconds kClockRecheck{20};
+
 int64_t monotonicNs() {
   timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -17,84 +27,263 @@ int64_t monotonicNs() {
 }  // namespace
 
 NeuronLinkTransport::NeuronLinkTransport(std::unique_ptr<Transport> inner,
-                                         std::shared_ptr<const LinkModel> model)
-    : inner_(std::move(inner)), model_(std::move(model)) {}
+                                         std::shared_ptr<const LinkModel> model,
+                                         std::unique_ptr<Timeline> timeline)
+    : inner_(std::move(inner)),
+      model_(std::move(model)),
+      timeline_(std::move(timeline)),
+      flows_(model_->topology(), model_->flowOptions()) {}
 
 NeuronLinkTransport::~NeuronLinkTransport() {
-  if (!pending_.empty()) abort(Status::InternalError);
+  if (!pending_.empty()) {
+    abort(Status::InternalError);
+    return;
+  }
+  wakeScratch_.clear();
+  timeline_->leave(&wakeScratch_);
+  wakeAll(wakeScratch_);
+}
+
+void NeuronLinkTransport::wakeAll(const std::vector<int>& ranks) {
+  for (int r : ranks) inner_->wake(r);
+}
+
+Status NeuronLinkTransport::activate() {
+  if (active_) return Status::Success;
+  NLCHECK(timeline_->activate(&earliest_));
+  active_ = true;
+  return Status::Success;
 }
 
 Status NeuronLinkTransport::postSend(int peer, uint64_t tag, const void* buf, size_t bytes,
                                      Request* req) {
+  NLCHECK(activate());
+  const int me = rank();
   Pending& p = pending_.emplace_back();
   p.isSend = true;
   p.peer = peer;
+  p.tag = tag;
   p.bytes = bytes;
   p.user = req;
-  p.header = {req->vstart, monotonicNs()};
-  NLCHECK(inner_->postSend(peer, tag, &p.header, sizeof(Header), &p.headerReq));
+  p.start = std::max(req->vstart, earliest_);
+  p.rec = {p.start, bytes, tag, monotonicNs(), me, peer, req->remoteReduces ? 1u : 0u, 0};
+  const double bound = p.start + model_->transferTime(me, peer, bytes, req->remoteReduces);
+  Status s = timeline_->append(p.rec, bound, kAppendTimeout, &p.record);
+  if (s != Status::Success) {
+    pending_.pop_back();
+    return s;
+  }
+  p.matched = true;
+  byRecord_[p.record] = &p;
   return inner_->postSend(peer, tag, buf, bytes, &p.dataReq);
 }
 
 Status NeuronLinkTransport::postRecv(int peer, uint64_t tag, void* buf, size_t bytes,
                                      const Reducer* reducer, Request* req) {
+  NLCHECK(activate());
   Pending& p = pending_.emplace_back();
   p.isSend = false;
-  p.reduce = reducer != nullptr;  // with reducer->src too: the same HBM traffic (link_model)
+  p.reduce = reducer != nullptr;
   p.peer = peer;
+  p.tag = tag;
   p.bytes = bytes;
   p.user = req;
-  NLCHECK(inner_->postRecv(peer, tag, &p.header, sizeof(Header), nullptr, &p.headerReq));
+  p.start = std::max(req->vstart, earliest_);
+  auto& records = unmatchedRecords_[{peer, tag}];
+  if (records.empty()) {
+    unmatchedRecvs_[{peer, tag}].push_back(&p);
+  } else {
+    p.matched = true;
+    p.record = records.front().first;
+    p.rec = records.front().second;
+    records.pop_front();
+    byRecord_[p.record] = &p;
+    if (auto it = flowOfRecord_.find(p.record); it != flowOfRecord_.end()) {
+      p.flow = it->second;
+      flowOfRecord_.erase(it);
+    }
+  }
   return inner_->postRecv(peer, tag, buf, bytes, reducer, &p.dataReq);
 }
 
+// Reads new log records: each waits in start order for the horizon, and a record for this rank
+// is matched to its receive (or kept until the receive is posted).
+void NeuronLinkTransport::consume(uint64_t count) {
+  const int me = rank();
+  for (; consumed_ < count; ++consumed_) {
+    const TimelineRecord& r = timeline_->record(consumed_);
+    queued_.push({r, consumed_});
+    if (r.dst != me) continue;
+    auto& recvs = unmatchedRecvs_[{r.src, r.tag}];
+    if (recvs.empty()) {
+      unmatchedRecords_[{r.src, r.tag}].emplace_back(consumed_, r);
+      continue;
+    }
+    Pending* p = recvs.front();
+    recvs.pop_front();
+    p->matched = true;
+    p->record = consumed_;
+    p->rec = r;
+    byRecord_[consumed_] = p;
+  }
+}
+
+// Feeds the replica every record that starts before the horizon (or at or before the jump), in
+// (start, log index) order: the same order on every rank, so every replica computes the same
+// rates.
+void NeuronLinkTransport::addDue(double horizon, double jump) {
+  while (!queued_.empty() &&
+         (queued_.top().rec.start < horizon || queued_.top().rec.start <= jump))
+    addNext();
+}
+
+void NeuronLinkTransport::addNext() {
+  const int me = rank();
+  const Queued q = queued_.top();
+  queued_.pop();
+  const TimelineRecord& r = q.rec;
+  if (r.start < flows_.now() * (1 - 1e-12))  // the horizon promised this cannot happen
+    WARN("neuronlink: rank %d: message %llu (rank %d to %d) starts at %.6f us, before the "
+         "settled time %.6f us", me, static_cast<unsigned long long>(q.index), r.src, r.dst,
+         r.start * 1e6, flows_.now() * 1e6);
+  const int64_t id = flows_.add(model_->chipOfRank(r.src), model_->chipOfRank(r.dst),
+                                static_cast<double>(r.bytes), r.start, r.reduce != 0);
+  if (r.src != me && r.dst != me) {
+    flows_.forget(id);  // shares the fabric until it finishes; nobody here waits for it
+    return;
+  }
+  if (auto it = byRecord_.find(q.index); it != byRecord_.end()) it->second->flow = id;
+  else flowOfRecord_[q.index] = id;  // a message for us whose receive is not posted yet
+}
+
+// For a jump (Timeline::tryJump): with every rank blocked, everything in the log up to the first
+// data finish enters the model, in order, and that finish is the new safe time.
+double NeuronLinkTransport::settleUntilFinish() {
+  for (;;) {
+    const double next = flows_.nextEventTime();
+    if (!queued_.empty() && queued_.top().rec.start <= next) {
+      addNext();
+      continue;
+    }
+    const double finish = flows_.nextFinishTime();
+    if (next < finish) {  // a start before the first finish: it may change the rates
+      flows_.advanceTo(next);
+      continue;
+    }
+    return finish;
+  }
+}
+
+Status NeuronLinkTransport::progress() {
+  Status st = inner_->progress();
+  if (pending_.empty()) return st;
+  Status s = settle();
+  return st != Status::Success ? st : s;
+}
+
+// Advances the replica to the horizon, settles and completes what it can, and publishes this
+// rank's floor: the earliest completion it still waits for, below which it posts nothing.
+Status NeuronLinkTransport::settle() {
+  // What completes here, the engine acts on after this call returns: until then our floor must
+  // stay at or below the earliest of those completions, and we are not blocked.
+  double completedFloor = kInf;
+  for (int round = 0; round < 8; ++round) {
+    Timeline::View v;
+    NLCHECK(timeline_->view(&v));
+    consume(v.count);
+    addDue(v.horizon, v.jump);
+    flows_.advanceTo(v.effective());
+    const int64_t now = model_->realtime() ? monotonicNs() : 0;
+    double floor = completedFloor, need = kInf;
+    bool blocked = !pending_.empty() && completedFloor == kInf;  // all wait for the clock
+    nextDeadlineNs_ = 0;
+    waitingOnClock_ = false;
+    for (auto it = pending_.begin(); it != pending_.end();) {
+      Pending& p = *it;
+      double arrival = 0;
+      if (!p.timed && p.flow >= 0 && flows_.arrived(p.flow, &arrival)) {
+        p.timed = true;
+        p.vdone = p.isSend ? arrival : std::max(p.start, arrival);
+        p.deadlineNs = p.rec.wallNs + static_cast<int64_t>((arrival - p.rec.start) * 1e9);
+        flows_.forget(p.flow);
+      }
+      const bool dataDone = p.dataReq.done.load(std::memory_order_acquire);
+      if (dataDone && p.dataReq.status != Status::Success) {
+        blocked = false;
+        completedFloor = std::min(completedFloor, p.user->vstart);
+        complete(p, p.dataReq.status);
+        it = pending_.erase(it);
+        continue;
+      }
+      if (!p.timed) {
+        if (p.matched) {
+          const TimelineRecord& r = p.rec;
+          const bool red = r.reduce != 0;
+          double lb = p.flow >= 0 ? flows_.arrivalLowerBound(p.flow)
+                                  : r.start + model_->transferTime(r.src, r.dst, r.bytes, red);
+          // Its data cannot finish before lb - latency: the horizon it needs.
+          need = std::min(need, lb - model_->transferTime(r.src, r.dst, 0, false));
+          if (!p.isSend) lb = std::max(lb, p.start);
+          // A bound computed along another path than the arrival may round a hair above it.
+          floor = std::min(floor, lb - std::abs(lb) * 1e-12);
+          waitingOnClock_ = true;
+        }
+        ++it;
+        continue;
+      }
+      floor = std::min(floor, p.vdone);
+      blocked = false;  // settled: it completes at vdone, and the engine may post from there
+      if (!dataDone) {
+        ++it;
+        continue;
+      }
+      if (model_->realtime() && now < p.deadlineNs) {
+        nextDeadlineNs_ = nextDeadlineNs_ ? std::min(nextDeadlineNs_, p.deadlineNs) : p.deadlineNs;
+        ++it;
+        continue;
+      }
+      completedFloor = std::min(completedFloor, p.vdone);
+      complete(p, Status::Success);
+      it = pending_.erase(it);
+    }
+    double horizon = 0;
+    wakeScratch_.clear();
+    NLCHECK(timeline_->publish(floor, need, v, blocked, consumed_, &wakeScratch_, &horizon));
+    wakeAll(wakeScratch_);
+    // Our own floor may have been what held the horizon: if it moved, go again (to settle, or
+    // to be counted as blocked at the new horizon).
+    if (horizon > v.effective()) continue;
+    if (!blocked) break;
+    bool jumped = false;
+    NLCHECK(timeline_->tryJump(v, [this] { return settleUntilFinish(); }, &jumped));
+    if (!jumped) break;
+    for (int r = 0; r < nranks(); ++r) inner_->wake(r);
+  }
+  return Status::Success;
+}
+
 void NeuronLinkTransport::complete(Pending& p, Status s) {
+  if (p.matched) byRecord_.erase(p.record);
+  if (!p.matched && !p.isSend) {
+    auto& q = unmatchedRecvs_[{p.peer, p.tag}];
+    q.erase(std::remove(q.begin(), q.end(), &p), q.end());
+  }
   p.user->status = s;
   p.user->vdone = s == Status::Success ? p.vdone : p.user->vstart;
   p.user->done.store(true, std::memory_order_release);
 }
 
-Status NeuronLinkTransport::progress() {
-  Status st = inner_->progress();
-  const int64_t now = model_->realtime() ? monotonicNs() : 0;
-  nextDeadlineNs_ = 0;
-  for (auto it = pending_.begin(); it != pending_.end();) {
-    Pending& p = *it;
-    if (!p.headerReq.done.load(std::memory_order_acquire) ||
-        !p.dataReq.done.load(std::memory_order_acquire)) {
-      ++it;
-      continue;
-    }
-    Status s = p.headerReq.status != Status::Success ? p.headerReq.status : p.dataReq.status;
-    if (s != Status::Success) {
-      complete(p, s);
-      it = pending_.erase(it);
-      continue;
-    }
-    if (!p.timed) {
-      // Sender and receiver compute the same arrival: the send's virtual start plus the
-      // transfer time of its route (the sender cannot know whether the receiver reduces, so
-      // its completion ignores the receiver's HBM limit; on the trn presets it never binds).
-      const int me = inner_->rank();
-      const int src = p.isSend ? me : p.peer, dst = p.isSend ? p.peer : me;
-      const double duration = model_->transferTime(src, dst, p.bytes, p.reduce);
-      const double arrival = p.header.vsend + duration;
-      p.vdone = p.isSend ? arrival : std::max(p.user->vstart, arrival);
-      p.deadlineNs = p.header.wallNs + static_cast<int64_t>(duration * 1e9);
-      p.timed = true;
-    }
-    if (model_->realtime() && now < p.deadlineNs) {
-      nextDeadlineNs_ = nextDeadlineNs_ ? std::min(nextDeadlineNs_, p.deadlineNs) : p.deadlineNs;
-      ++it;
-      continue;
-    }
-    complete(p, Status::Success);
-    it = pending_.erase(it);
-  }
-  return st;
+void NeuronLinkTransport::setClock(double t) {
+  clock_ = t;
+  if (!pending_.empty() || !active_) return;
+  active_ = false;
+  wakeScratch_.clear();
+  if (timeline_->setIdle(t, consumed_, &wakeScratch_) != Status::Success) return;
+  wakeAll(wakeScratch_);
 }
 
 void NeuronLinkTransport::waitActivity(uint32_t seen, std::chrono::nanoseconds timeout) {
+  if (waitingOnClock_) timeout = std::min<std::chrono::nanoseconds>(timeout, kClockRecheck);
   if (nextDeadlineNs_ != 0) {
     // A message becomes deliverable at its deadline without any inner activity: wake then.
     auto untilDeadline = std::chrono::nanoseconds(std::max<int64_t>(0, nextDeadlineNs_ - monotonicNs()));
@@ -108,6 +297,9 @@ void NeuronLinkTransport::abort(Status why) {
   inner_->abort(why);
   for (Pending& p : pending_) complete(p, why);
   pending_.clear();
+  wakeScratch_.clear();
+  timeline_->leave(&wakeScratch_);
+  wakeAll(wakeScratch_);
 }
 
 }  // namespace nlccl::transport

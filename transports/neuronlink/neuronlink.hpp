@@ -1,28 +1,38 @@
 // The simulated NeuronLink-v4 transport: real data moves through an inner transport (shm between
-// processes, loopback between threads) and every message is delayed by the fabric model. Each
-// rank keeps a virtual clock; a message carries its sender's virtual send time in a small header
-// sent ahead of it on the same tag, and arrives at
-//     max(receiver's post time, sender's send time + modelled transfer time),
-// so a run reports modelled time that does not depend on how fast this host is. In real-time
-// mode (the default) a message is also not delivered before its modelled arrival in wall time.
+// processes, loopback between threads) and every message is delayed by the fabric model,
+// including the sharing of links, DMA engines and memory among messages in flight.
 //
-// Contention between concurrent messages is not modelled here (each message sees its route's
-// uncontended rate, as the simulator's analytical mode does); nlccl-sim's flow mode models it.
+// Each rank keeps a virtual clock. A send appends a record (sender, receiver, bytes, virtual start,
+// whether the receiver reduces) to the ranks' shared timeline (timeline.hpp); every rank replays
+// the log into its own sim::FlowModel, in start-time order and only below the horizon, so every
+// replica computes the same max-min rates and the same arrivals. A message arrives at
+//     max(receiver's post time, the model's arrival of the data),
+// and the model's arrival is the data's finish under sharing plus the route latency: on an idle
+// fabric exactly latency + bytes / the route's bandwidth. In real-time mode (the default) a
+// message is also not delivered before its modelled arrival in wall time.
 #pragma once
 
 #include <chrono>
 #include <cstdint>
+#include <deque>
 #include <list>
+#include <map>
 #include <memory>
+#include <queue>
+#include <unordered_map>
+#include <vector>
 
+#include "nlccl/sim.hpp"
 #include "transports/neuronlink/link_model.hpp"
+#include "transports/neuronlink/timeline.hpp"
 #include "transports/transport.hpp"
 
 namespace nlccl::transport {
 
 class NeuronLinkTransport final : public Transport {
  public:
-  NeuronLinkTransport(std::unique_ptr<Transport> inner, std::shared_ptr<const LinkModel> model);
+  NeuronLinkTransport(std::unique_ptr<Transport> inner, std::shared_ptr<const LinkModel> model,
+                      std::unique_ptr<Timeline> timeline);
   ~NeuronLinkTransport() override;
 
   const char* name() const override { return "neuronlink"; }
@@ -36,41 +46,70 @@ class NeuronLinkTransport final : public Transport {
   const void* activityDomain() const override { return inner_->activityDomain(); }
   void waitActivity(uint32_t seen, std::chrono::nanoseconds timeout) override;
   void abort(Status why) override;
+  void wake(int rank) override { inner_->wake(rank); }
 
   bool modelsTime() const override { return true; }
   double clock() const override { return clock_; }
-  void setClock(double t) override { clock_ = t; }
+  void setClock(double t) override;
   double localOpTime(size_t bytes, bool reduce) const override {
     return model_->localOpTime(bytes, reduce);
   }
   double launchOverhead() const override { return model_->launchOverhead(); }
 
  private:
-  /// Sent ahead of every message on the same (peer, tag).
-  struct Header {
-    double vsend = 0;     ///< sender's virtual time at the send
-    int64_t wallNs = 0;   ///< sender's CLOCK_MONOTONIC at the send (same host)
-  };
   struct Pending {
     bool isSend = false;
     bool reduce = false;
     int peer = 0;
+    uint64_t tag = 0;
     size_t bytes = 0;
+    double start = 0;       ///< virtual post time (the engine's, or later after a release)
     Request* user = nullptr;
-    Header header;
-    Request headerReq;
-    Request dataReq;
-    bool timed = false;    ///< arrival computed
+    Request dataReq;        ///< the inner transport's
+    bool matched = false;   ///< its record is known (sends: always)
+    uint64_t record = 0;    ///< log index of its message
+    TimelineRecord rec;     ///< the message (start and wall time of its send)
+    int64_t flow = -1;      ///< FlowModel id once the replica has added the record
+    bool timed = false;     ///< arrival settled
     double vdone = 0;
     int64_t deadlineNs = 0;
   };
+  struct Queued {  // a record waiting for the horizon to pass its start
+    TimelineRecord rec;
+    uint64_t index;
+    bool operator>(const Queued& o) const {
+      return rec.start != o.rec.start ? rec.start > o.rec.start : index > o.index;
+    }
+  };
+  using Key = std::pair<int, uint64_t>;  // (peer, tag): messages match in order within one
 
+  Status activate();
+  Status settle();
+  void consume(uint64_t count);
+  void addDue(double horizon, double jump);
+  void addNext();
+  double settleUntilFinish();
+  void attachFlow(Pending& p);
+  void wakeAll(const std::vector<int>& ranks);
   void complete(Pending& p, Status s);
+
   std::unique_ptr<Transport> inner_;
   std::shared_ptr<const LinkModel> model_;
+  std::unique_ptr<Timeline> timeline_;
+  sim::FlowModel flows_;  ///< this rank's replica of the whole fabric
   std::list<Pending> pending_;
   double clock_ = 0;
+  bool active_ = false;     ///< has operations in flight (the timeline knows it as not idle)
+  double earliest_ = 0;     ///< no message of ours may start before it (our floor at activation)
+  uint64_t consumed_ = 0;   ///< log records read into the replica
+  std::priority_queue<Queued, std::vector<Queued>, std::greater<>> queued_;
+  std::unordered_map<uint64_t, Pending*> byRecord_;     ///< our matched operations, by record
+  std::unordered_map<uint64_t, int64_t> flowOfRecord_;  ///< our records added before matching
+  std::map<Key, std::deque<std::pair<uint64_t, TimelineRecord>>> unmatchedRecords_;
+  std::map<Key, std::deque<Pending*>> unmatchedRecvs_;
+  std::vector<int> wakeScratch_;
   int64_t nextDeadlineNs_ = 0;  ///< earliest wall deadline of a pending message (0: none)
+  bool waitingOnClock_ = false; ///< some operation waits for the horizon, not for data
 };
 
 }  // namespace nlccl::transport

@@ -425,4 +425,13 @@ void ShmTransport::abort(Status why) {
     if (p.seg.valid()) p.seg.ringDoorbell();
 }
 
+void ShmTransport::wake(int rank) {
+  // Segments are mapped at create and unmapped only in the destructor: no lock needed.
+  if (rank == rank_) {
+    if (own_.valid()) own_.ringDoorbell();
+  } else if (rank >= 0 && rank < nranks_ && peers_[rank].seg.valid()) {
+    peers_[rank].seg.ringDoorbell();
+  }
+}
+
 }  // namespace nlccl::transport

@@ -80,6 +80,7 @@ class ShmTransport final : public Transport {
   uint32_t activityEpoch() override;
   void waitActivity(uint32_t seen, std::chrono::nanoseconds timeout) override;
   void abort(Status why) override;
+  void wake(int rank) override;
 
   /// Payload bytes per slot and slots per FIFO of this rank's incoming FIFOs.
   uint64_t slotBytes() const { return own_.slotBytes(); }

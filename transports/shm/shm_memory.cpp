@@ -157,10 +157,11 @@ void RemoteMapping::unmap() {
   size_ = 0;
 }
 
-Status RemoteMapping::open(pid_t pid, int fd, uint64_t id, uint64_t size, RemoteMapping* out) {
+Status RemoteMapping::open(pid_t pid, int fd, uint64_t id, uint64_t size, RemoteMapping* out,
+                           bool writable) {
   char path[64];
   snprintf(path, sizeof path, "/proc/%d/fd/%d", static_cast<int>(pid), fd);
-  int mine = ::open(path, O_RDONLY | O_CLOEXEC);
+  int mine = ::open(path, (writable ? O_RDWR : O_RDONLY) | O_CLOEXEC);
   if (mine < 0) {
     WARN("shm: cannot open process %d's shared buffer (%s): %s", static_cast<int>(pid), path,
          strerror(errno));
@@ -179,8 +180,10 @@ Status RemoteMapping::open(pid_t pid, int fd, uint64_t id, uint64_t size, Remote
     close(mine);
     return Status::SystemError;
   }
-  // Populated at once: one call instead of a page fault per 4 KiB on the first transfers.
-  void* p = mmap(nullptr, size, PROT_READ, MAP_SHARED | MAP_POPULATE, mine, 0);
+  // Read-only mappings (single-copy sources) are populated at once: one call instead of a page
+  // fault per 4 KiB on the first transfers. Writable ones are shared state, touched sparsely.
+  void* p = mmap(nullptr, size, writable ? PROT_READ | PROT_WRITE : PROT_READ,
+                 writable ? MAP_SHARED : MAP_SHARED | MAP_POPULATE, mine, 0);
   int err = errno;
   close(mine);
   if (p == MAP_FAILED) {

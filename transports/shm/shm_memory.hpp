@@ -38,7 +38,7 @@ struct AllocationRef {
 /// True when [ptr, ptr + bytes) lies wholly inside one live allocation; fills *out.
 bool findAllocation(const void* ptr, size_t bytes, AllocationRef* out);
 
-/// A read-only mapping of a peer's allocation. Movable; unmaps on destruction.
+/// A mapping of a peer's allocation (read-only unless asked). Movable; unmaps on destruction.
 class RemoteMapping {
  public:
   RemoteMapping() = default;
@@ -46,11 +46,14 @@ class RemoteMapping {
   RemoteMapping& operator=(RemoteMapping&& o) noexcept;
   ~RemoteMapping() { unmap(); }
 
-  /// Maps allocation `id` (of `size` bytes, descriptor `fd`) of process `pid`. SystemError (with
-  /// a log line) when the process is gone or the descriptor is not that allocation.
-  static Status open(pid_t pid, int fd, uint64_t id, uint64_t size, RemoteMapping* out);
+  /// Maps allocation `id` (of `size` bytes, descriptor `fd`) of process `pid`, for reading, or
+  /// for reading and writing. SystemError (with a log line) when the process is gone or the
+  /// descriptor is not that allocation.
+  static Status open(pid_t pid, int fd, uint64_t id, uint64_t size, RemoteMapping* out,
+                     bool writable = false);
   void unmap();
   const char* data() const { return base_; }
+  char* writableData() const { return base_; }
   uint64_t size() const { return size_; }
 
  private:
