@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <cstdio>
 #include <cstring>
+#include <thread>
 
 #include "algorithms/algorithms.hpp"
 #include "common/threads.hpp"
@@ -222,6 +223,43 @@ TEST(NeuronLinkTest, ContendedAllToAllOverProcessesMatchesTheSimulator) {
   std::printf("all-to-all, 4 processes: transport %.3f us, simulator flow %.3f us\n", modelledUs, flowUs);
   EXPECT_NEAR(modelledUs, flowUs, 0.01 * flowUs);
   EXPECT_GT(modelledUs, 1.03 * simulatedUs(topo, req, "direct", sim::Mode::Analytical));
+}
+
+/// A rank that never sends holds the others' clock only for the startup grace; the two that talk
+/// still get exact times, and a rank that pauses between collectives longer than the grace is
+/// released and then catches up (its messages start where the others' clock got to).
+TEST(NeuronLinkTest, IdleRanksAreReleased) {
+  Env env({{"NLCCL_TRANSPORT", "neuronlink"}, {"NLCCL_NEURONLINK_REALTIME", "0"},
+           {"NLCCL_NEURONLINK_IDLE_MS", "5"}});
+  std::vector<nlcclComm_t> comms(3);
+  ASSERT_EQ(nlcclCommInitAll(comms.data(), 3, nullptr), nlcclSuccess) << nlcclGetLastError(nullptr);
+  runRanks(3, [&](int r) {
+    double v = 1;
+    if (r == 0) {
+      ASSERT_EQ(nlcclSend(&v, 1, nlcclDouble, 1, comms[0], nullptr), nlcclSuccess);
+    } else if (r == 1) {
+      ASSERT_EQ(nlcclRecv(&v, 1, nlcclDouble, 0, comms[1], nullptr), nlcclSuccess);
+    }
+  });
+  fabric::Topology topo;
+  std::string err;
+  ASSERT_EQ(fabric::Topology::load("trn3-us144", {}, &topo, &err), Status::Success) << err;
+  const fabric::Route route = topo.route(0, 1);
+  EXPECT_DOUBLE_EQ(statsOf(comms[1]).clockUs, (route.latencyS + 8.0 / route.bottleneckBps) * 1e6);
+  EXPECT_EQ(statsOf(comms[2]).clockUs, 0);
+
+  // Rank 2 pauses 50 ms (ten graces) before each of two all-reduces.
+  runRanks(3, [&](int r) {
+    std::vector<float> x(1 << 16, 1.0f);
+    for (int i = 0; i < 2; ++i) {
+      if (r == 2) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      ASSERT_EQ(nlcclAllReduce(x.data(), x.data(), x.size(), nlcclFloat, nlcclSum, comms[r], nullptr),
+                nlcclSuccess);
+    }
+    EXPECT_EQ(x[0], 9.0f);
+  });
+  for (int r = 0; r < 3; ++r) EXPECT_GT(statsOf(comms[r]).lastModelledUs, 0) << "rank " << r;
+  for (auto c : comms) EXPECT_EQ(nlcclCommDestroy(c), nlcclSuccess);
 }
 
 struct CollParam {

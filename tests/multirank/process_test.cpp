@@ -82,10 +82,11 @@ TEST(ProcessTest, SplitAcrossProcesses) {
   for (int r = 0; r < 4; ++r) EXPECT_EQ(status[r], 0) << "rank " << r;
 }
 
-TEST(ProcessTest, KilledRankBecomesAnErrorOnTheOthers) {
+void killedRankBecomesAnErrorOnTheOthers(const char* transport) {
   std::vector<pid_t> pids;
   nlcclConfig_t config = NLCCL_CONFIG_INITIALIZER;
   config.timeoutMs = 5000;
+  config.transport = transport;
   auto status = forkRanks(
       3,
       [](int r, nlcclComm_t comm) {
@@ -117,6 +118,13 @@ TEST(ProcessTest, KilledRankBecomesAnErrorOnTheOthers) {
   EXPECT_EQ(status[1], 100 + SIGKILL);
   EXPECT_EQ(status[2], 0);
   EXPECT_TRUE(nlcclShmSegments(pids).empty()) << "shared memory segments left behind";
+}
+
+TEST(ProcessTest, KilledRankBecomesAnErrorOnTheOthers) { killedRankBecomesAnErrorOnTheOthers("shm"); }
+
+// The neuronlink transport's shared clock must not wait for the dead rank either.
+TEST(ProcessTest, KilledRankBecomesAnErrorOnTheOthersOverNeuronLink) {
+  killedRankBecomesAnErrorOnTheOthers("neuronlink");
 }
 
 }  // namespace

@@ -16,6 +16,7 @@
 #include <thread>
 
 #include "util/log.hpp"
+#include "util/process.hpp"
 
 namespace nlccl::transport {
 
@@ -27,6 +28,7 @@ constexpr uint64_t kDefaultCapacity = uint64_t{1} << 19;  // 24 MiB of records, 
 // idleSinceNs of a rank that has not posted yet: its grace starts when the first rank does.
 constexpr int64_t kNotStarted = -1;
 constexpr int64_t kStartupGraceFactor = 20;
+constexpr int64_t kLivenessPeriodNs = 50'000'000;
 
 int64_t monotonicNs() {
   timespec ts;
@@ -55,10 +57,13 @@ struct alignas(kLine) Timeline::RankState {
   int64_t idleSinceNs; ///< wall time it went idle; 0 while it has operations in flight
   uint64_t consumed;   ///< records its replica has read
   uint32_t incoming;   ///< records appended for it
+  double incomingBound;  ///< smallest arrival bound of those appended since it last published
   uint8_t released;    ///< idle past the grace: does not hold the horizon
   uint8_t gone;        ///< aborted or destroyed
   uint8_t started;     ///< has posted at least once
   double blockedAt;    ///< it could not post before a completion, as of this horizon; -1: not
+  int32_t pid;         ///< its process, and that process's start time (a dead rank is gone)
+  uint64_t pidStart;
 };
 
 size_t Timeline::bytesFor(int nranks, uint64_t capacity) {
@@ -88,6 +93,7 @@ Status Timeline::format(void* mem, size_t bytes, int nranks, uint64_t capacity,
     RankState* s = new (&ranks[r]) RankState();
     s->idleSinceNs = kNotStarted;
     s->blockedAt = -1;
+    s->incomingBound = kInf;
   }
   __atomic_store_n(&h->magic, kMagic, __ATOMIC_RELEASE);
   return Status::Success;
@@ -110,6 +116,13 @@ Status Timeline::attach(std::shared_ptr<void> keepAlive, void* mem, size_t bytes
                                               static_cast<size_t>(nranks) * sizeof(RankState));
   t->nranks_ = nranks;
   t->rank_ = rank;
+  char state = 0;
+  uint64_t start = 0;
+  readProcStat(getpid(), &state, &start);
+  NLCHECK(t->lock());
+  t->ranks_[rank].pid = static_cast<int32_t>(getpid());
+  t->ranks_[rank].pidStart = start;
+  t->unlock();
   *out = std::move(t);
   return Status::Success;
 }
@@ -162,6 +175,17 @@ void Timeline::raise(double before, std::vector<int>* wake) {
 Status Timeline::view(View* out) {
   NLCHECK(lock());
   const int64_t now = monotonicNs();
+  if (now - lastLivenessNs_ > kLivenessPeriodNs) {
+    // A rank whose process died no longer holds the clock; if others need its data, their
+    // transport reports it.
+    lastLivenessNs_ = now;
+    for (int r = 0; r < nranks_; ++r) {
+      RankState& s = ranks_[r];
+      if (s.gone || s.pid == 0 || s.pid == getpid() || !processDead(s.pid, s.pidStart)) continue;
+      s.gone = 1;
+      WARN("neuronlink: rank %d (process %d) has died", r, static_cast<int>(s.pid));
+    }
+  }
   for (int r = 0; r < nranks_; ++r) {
     RankState& s = ranks_[r];
     if (s.idleSinceNs == kNotStarted) s.idleSinceNs = now;  // the job has started: count from here
@@ -229,7 +253,9 @@ Status Timeline::append(const TimelineRecord& rec, double arrivalBound,
   RankState& d = ranks_[rec.dst];
   ++d.incoming;
   // Until the receiver has read the record, its floor covers the receive it may already wait in.
-  d.floor = std::min(d.floor, std::max(arrivalBound, h_->maxHorizon));
+  const double bound = std::max(arrivalBound, h_->maxHorizon);
+  d.floor = std::min(d.floor, bound);
+  d.incomingBound = std::min(d.incomingBound, bound);
   unlock();
   return Status::Success;
 }
@@ -241,8 +267,9 @@ Status Timeline::publish(double floor, double needHorizon, const View& seen, boo
   RankState& s = ranks_[rank_];
   const uint32_t incoming = seen.incoming;
   s.blockedAt = blocked && s.incoming == incoming ? seen.effective() : -1;
-  // A record appended for us since our view lowered our floor to its bound: keep that.
-  s.floor = s.incoming == incoming ? floor : std::min(floor, s.floor);
+  // Records appended for us since our view are not in `floor`: their bounds still count.
+  s.floor = s.incoming == incoming ? floor : std::min(floor, s.incomingBound);
+  s.incomingBound = kInf;
   s.floor = std::max(s.floor, h_->maxHorizon);
   s.needHorizon = needHorizon;
   s.consumed = consumed;

@@ -118,6 +118,7 @@ class Timeline {
   TimelineRecord* log_ = nullptr;
   int nranks_ = 0;
   int rank_ = 0;
+  int64_t lastLivenessNs_ = 0;
 };
 
 /// A zeroed timeline for `nranks` threads of this process (capacity from the default).

@@ -8,9 +8,9 @@
 #include <cstring>
 
 #include "engine/reduce.hpp"
-#include "transports/shm/shm_internal.hpp"
 #include "util/futex.hpp"
 #include "util/log.hpp"
+#include "util/process.hpp"
 
 namespace nlccl::transport {
 
@@ -325,7 +325,7 @@ Status ShmTransport::checkPeers() {
   for (int p = 0; p < nranks_; ++p) {
     Peer& peer = peers_[static_cast<size_t>(p)];
     if (p == rank_ || peer.gone != Gone::No || !peer.seg.valid()) continue;
-    if (shm::processDead(peer.pid, peer.startTime)) {
+    if (processDead(peer.pid, peer.startTime)) {
       INFO(log::kShm, "shm: rank %d: peer rank %d (pid %d) is gone", rank_, p,
            static_cast<int>(peer.pid));
       peer.gone = Gone::Died;

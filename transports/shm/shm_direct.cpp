@@ -5,8 +5,8 @@
 #include <cstring>
 
 #include "transports/shm/shm.hpp"
-#include "transports/shm/shm_internal.hpp"
 #include "util/log.hpp"
+#include "util/process.hpp"
 
 namespace nlccl::transport {
 
@@ -41,7 +41,7 @@ Status ShmTransport::mapDirect(int src, const shm::DirectDescriptor& d, const ch
     shm::RemoteMapping m;
     Status s = shm::RemoteMapping::open(p.pid, d.fd, d.allocId, d.allocSize, &m);
     if (s != Status::Success) {
-      if (shm::processDead(p.pid, p.startTime)) {
+      if (processDead(p.pid, p.startTime)) {
         WARN("shm: rank %d: peer rank %d died before its single-copy send was read", rank_, src);
         return Status::RemoteError;
       }

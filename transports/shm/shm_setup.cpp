@@ -1,5 +1,5 @@
 // ShmTransport construction: segment geometry from the environment, the name exchange, mapping
-// the peers' segments and the unlink handshake; plus the peer liveness probe.
+// the peers' segments and the unlink handshake.
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/mman.h>
@@ -14,9 +14,9 @@
 #include <random>
 
 #include "transports/shm/shm.hpp"
-#include "transports/shm/shm_internal.hpp"
 #include "util/futex.hpp"
 #include "util/log.hpp"
+#include "util/process.hpp"
 #include "util/size_parse.hpp"
 
 namespace nlccl::transport {
@@ -85,44 +85,6 @@ std::string uniqueName(int rank) {
 
 }  // namespace
 
-namespace shm {
-
-bool readProcStat(pid_t pid, char* state, uint64_t* startTime) {
-  char path[64];
-  snprintf(path, sizeof path, "/proc/%d/stat", static_cast<int>(pid));
-  int fd = ::open(path, O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return false;
-  char buf[1024];
-  ssize_t n = read(fd, buf, sizeof buf - 1);
-  close(fd);
-  if (n <= 0) return false;
-  buf[n] = '\0';
-  const char* p = strrchr(buf, ')');  // the command name may contain spaces and parentheses
-  if (!p) return false;
-  ++p;
-  // Field 3 is the state, field 22 the start time in clock ticks since boot.
-  char st = 0;
-  unsigned long long start = 0;
-  int fields = sscanf(p,
-                      " %c %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s "
-                      "%*s %llu",
-                      &st, &start);
-  if (fields != 2) return false;
-  *state = st;
-  *startTime = start;
-  return true;
-}
-
-bool processDead(pid_t pid, uint64_t startTime) {
-  if (kill(pid, 0) != 0 && errno == ESRCH) return true;
-  char st = 0;
-  uint64_t start = 0;
-  if (!readProcStat(pid, &st, &start)) return false;  // no /proc: kill() is all we have
-  if (st == 'Z' || st == 'X') return true;            // killed, not yet reaped
-  return startTime != 0 && start != startTime;        // the pid was reused
-}
-
-}  // namespace shm
 
 ShmTransport::ShmTransport(int rank, int nranks, std::chrono::milliseconds timeout,
                            std::function<Status()> health)
@@ -164,7 +126,7 @@ Status ShmTransport::setup(const AllGatherFn& allGather) {
   mine.rank = rank_;
   mine.pid = static_cast<int32_t>(getpid());
   char st;
-  shm::readProcStat(getpid(), &st, &mine.startTime);
+  readProcStat(getpid(), &st, &mine.startTime);
   snprintf(mine.name, sizeof mine.name, "%s", ownName_.c_str());
   std::vector<SetupBlob> all(static_cast<size_t>(nranks_));
   Status s = allGather(&mine, sizeof mine, all.data());
