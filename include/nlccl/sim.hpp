@@ -157,6 +157,9 @@ class FlowModel {
   double nextEventTime();
   /// Time of the next data finish at the current rates (starts still to come may change it).
   double nextFinishTime();
+  /// Moves the (id, data finish time) of every transfer that finished since the last call, in
+  /// order, into *out (forgotten ones too).
+  void takeFinished(std::vector<std::pair<int64_t, double>>* out);
   /// Drops what the model remembers of a transfer (at once if it has arrived, else when it does:
   /// it still shares the fabric until then). Its id is unknown afterwards.
   void forget(int64_t id);

@@ -37,6 +37,7 @@ struct FlowModel::Impl {
   std::unordered_map<int64_t, Transfer> transfers;
   int64_t nextId = 0;
   std::vector<int> route;
+  std::vector<std::pair<int64_t, double>> finishedLog;  // for takeFinished()
 
   Impl(const fabric::Topology& t, const Options& o) : topo(t), opts(o) {
     linkRes.assign(t.links().size(), -1);
@@ -99,6 +100,7 @@ struct FlowModel::Impl {
       done.clear();
       net.popFinished(t, &done);
       for (int64_t d : done) {
+        finishedLog.emplace_back(d, t);
         Transfer& x = transfers.at(d);
         if (x.forgotten) {
           if (x.capRes >= 0) capPool.push_back(x.capRes);
@@ -160,6 +162,11 @@ double FlowModel::nextEventTime() {
   m.net.solve(m.now);
   const double tStart = m.waiting.empty() ? kInf : m.waiting.begin()->first;
   return std::min(tStart, m.net.nextFinish());
+}
+
+void FlowModel::takeFinished(std::vector<std::pair<int64_t, double>>* out) {
+  out->clear();
+  out->swap(impl_->finishedLog);
 }
 
 double FlowModel::nextFinishTime() {

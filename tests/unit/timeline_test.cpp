@@ -35,7 +35,8 @@ struct Fixture {
 
 Timeline::View viewOf(Timeline& t) {
   Timeline::View v;
-  EXPECT_EQ(t.view(&v), Status::Success);
+  std::vector<int> wake;
+  EXPECT_EQ(t.view(&v, &wake), Status::Success);
   return v;
 }
 
@@ -59,7 +60,7 @@ TEST(TimelineTest, HorizonIsTheSmallestFloorAndARecordLowersItsReceiversFloor) {
   Timeline::View stale = viewOf(tl[1]);
   TimelineRecord rec{25e-6, 8, 7, 0, 0, 1, 0, 0};
   uint64_t index = 99;
-  ASSERT_EQ(tl[0].append(rec, 35e-6, std::chrono::milliseconds(10), &index), Status::Success);
+  ASSERT_EQ(tl[0].append(&rec, 35e-6, std::chrono::milliseconds(10), &index), Status::Success);
   EXPECT_EQ(index, 0u);
   std::vector<int> wake;
   double horizon = 0;
@@ -107,23 +108,28 @@ TEST(TimelineTest, JumpsOnlyWhenEveryRankIsBlockedAtTheCurrentHorizon) {
   // Judged at horizon 5 us; rank 1 is not blocked.
   publish(tl[0], 5e-6, /*blocked=*/true);
   publish(tl[1], 5e-6, /*blocked=*/false);
+  const std::vector<double> none(2, -1.0);  // no message has finished
   int calls = 0;
   auto finish = [&] {
     ++calls;
     return 9e-6;
   };
   bool jumped = true;
-  ASSERT_EQ(tl[0].tryJump(viewOf(tl[0]), finish, &jumped), Status::Success);
+  ASSERT_EQ(tl[0].tryJump(viewOf(tl[0]), none, finish, &jumped), Status::Success);
   EXPECT_FALSE(jumped) << "rank 1 may still post";
   publish(tl[1], 5e-6, /*blocked=*/true);
-  ASSERT_EQ(tl[0].tryJump(viewOf(tl[0]), finish, &jumped), Status::Success);
+  // A message of rank 1 finished after it said so: it may have something to do now.
+  const std::vector<double> late{-1.0, 6e-6};
+  ASSERT_EQ(tl[0].tryJump(viewOf(tl[0]), late, finish, &jumped), Status::Success);
+  EXPECT_FALSE(jumped);
+  ASSERT_EQ(tl[0].tryJump(viewOf(tl[0]), none, finish, &jumped), Status::Success);
   EXPECT_TRUE(jumped);
   EXPECT_EQ(calls, 1);
   Timeline::View v = viewOf(tl[1]);
   EXPECT_EQ(v.jump, 9e-6);
   EXPECT_EQ(v.effective(), 9e-6);
   // Blocked flags were from before the jump: a second jump needs everyone to judge again.
-  ASSERT_EQ(tl[1].tryJump(v, finish, &jumped), Status::Success);
+  ASSERT_EQ(tl[1].tryJump(v, none, finish, &jumped), Status::Success);
   EXPECT_FALSE(jumped);
   EXPECT_EQ(calls, 1);
 }
@@ -132,9 +138,9 @@ TEST(TimelineTest, AFullLogWaitsForTheSlowestReaderAndNamesIt) {
   Fixture tl(2, 2, std::chrono::milliseconds(60000));
   TimelineRecord rec{0, 8, 1, 0, 0, 1, 0, 0};
   uint64_t index = 0;
-  ASSERT_EQ(tl[0].append(rec, 10e-6, std::chrono::milliseconds(10), &index), Status::Success);
-  ASSERT_EQ(tl[0].append(rec, 10e-6, std::chrono::milliseconds(10), &index), Status::Success);
-  EXPECT_EQ(tl[0].append(rec, 10e-6, std::chrono::milliseconds(10), &index), Status::Timeout);
+  ASSERT_EQ(tl[0].append(&rec, 10e-6, std::chrono::milliseconds(10), &index), Status::Success);
+  ASSERT_EQ(tl[0].append(&rec, 10e-6, std::chrono::milliseconds(10), &index), Status::Success);
+  EXPECT_EQ(tl[0].append(&rec, 10e-6, std::chrono::milliseconds(10), &index), Status::Timeout);
   // Both replicas read the two records: there is room again.
   std::vector<int> wake;
   double horizon = 0;
@@ -142,7 +148,7 @@ TEST(TimelineTest, AFullLogWaitsForTheSlowestReaderAndNamesIt) {
     Timeline::View v = viewOf(tl[r]);
     ASSERT_EQ(tl[r].publish(0, kInf, v, false, 2, &wake, &horizon), Status::Success);
   }
-  ASSERT_EQ(tl[0].append(rec, 10e-6, std::chrono::milliseconds(10), &index), Status::Success);
+  ASSERT_EQ(tl[0].append(&rec, 10e-6, std::chrono::milliseconds(10), &index), Status::Success);
   EXPECT_EQ(index, 2u);
 }
 

@@ -17,7 +17,7 @@ constexpr double kInf = std::numeric_limits<double>::infinity();
 constexpr std::chrono::milliseconds kAppendTimeout{30000};
 // A rank waiting on the shared clock rechecks this often: an idle rank's release (after
 // NLCCL_NEURONLINK_IDLE_MS) wakes nobody by itself.
-constexpr std::chrono::milliseconds kClockRecheck{20};
+constexpr std::chrono::milliseconds kClockRecheck{10};
 
 int64_t monotonicNs() {
   timespec ts;
@@ -32,7 +32,8 @@ NeuronLinkTransport::NeuronLinkTransport(std::unique_ptr<Transport> inner,
     : inner_(std::move(inner)),
       model_(std::move(model)),
       timeline_(std::move(timeline)),
-      flows_(model_->topology(), model_->flowOptions()) {}
+      flows_(model_->topology(), model_->flowOptions()),
+      lastFinish_(static_cast<size_t>(inner_->nranks()), -1.0) {}
 
 NeuronLinkTransport::~NeuronLinkTransport() {
   if (!pending_.empty()) {
@@ -68,13 +69,15 @@ Status NeuronLinkTransport::postSend(int peer, uint64_t tag, const void* buf, si
   p.start = std::max(req->vstart, earliest_);
   p.rec = {p.start, bytes, tag, monotonicNs(), me, peer, req->remoteReduces ? 1u : 0u, 0};
   const double bound = p.start + model_->transferTime(me, peer, bytes, req->remoteReduces);
-  Status s = timeline_->append(p.rec, bound, kAppendTimeout, &p.record);
+  Status s = timeline_->append(&p.rec, bound, kAppendTimeout, &p.record);
   if (s != Status::Success) {
     pending_.pop_back();
     return s;
   }
+  p.start = p.rec.start;
   p.matched = true;
   byRecord_[p.record] = &p;
+  changed_ = true;
   return inner_->postSend(peer, tag, buf, bytes, &p.dataReq);
 }
 
@@ -103,6 +106,7 @@ Status NeuronLinkTransport::postRecv(int peer, uint64_t tag, void* buf, size_t b
       flowOfRecord_.erase(it);
     }
   }
+  changed_ = true;
   return inner_->postRecv(peer, tag, buf, bytes, reducer, &p.dataReq);
 }
 
@@ -148,12 +152,26 @@ void NeuronLinkTransport::addNext() {
          r.start * 1e6, flows_.now() * 1e6);
   const int64_t id = flows_.add(model_->chipOfRank(r.src), model_->chipOfRank(r.dst),
                                 static_cast<double>(r.bytes), r.start, r.reduce != 0);
+  endpoints_[id] = {r.src, r.dst};
   if (r.src != me && r.dst != me) {
     flows_.forget(id);  // shares the fabric until it finishes; nobody here waits for it
     return;
   }
   if (auto it = byRecord_.find(q.index); it != byRecord_.end()) it->second->flow = id;
   else flowOfRecord_[q.index] = id;  // a message for us whose receive is not posted yet
+}
+
+// Records each rank's latest data finish (Timeline::tryJump asks whether a blocked rank may have
+// been unblocked since it said so).
+void NeuronLinkTransport::noteFinishes() {
+  flows_.takeFinished(&finishedScratch_);
+  for (auto [id, t] : finishedScratch_) {
+    auto it = endpoints_.find(id);
+    if (it == endpoints_.end()) continue;
+    lastFinish_[it->second.first] = std::max(lastFinish_[it->second.first], t);
+    lastFinish_[it->second.second] = std::max(lastFinish_[it->second.second], t);
+    endpoints_.erase(it);
+  }
 }
 
 // For a jump (Timeline::tryJump): with every rank blocked, everything in the log up to the first
@@ -175,8 +193,21 @@ double NeuronLinkTransport::settleUntilFinish() {
 }
 
 Status NeuronLinkTransport::progress() {
+  // Read before the work: a change during it makes the next call look again.
+  const uint64_t version = timeline_->version();
+  const uint32_t epoch = inner_->activityEpoch();
   Status st = inner_->progress();
   if (pending_.empty()) return st;
+  // Also due: a real-time deadline, and now and then a look at the clock for ranks the others
+  // release after their idle grace (nothing else announces that).
+  const int64_t now = monotonicNs();
+  const bool due = (nextDeadlineNs_ != 0 && now >= nextDeadlineNs_) ||
+                   now - lastSettleNs_ >= std::chrono::nanoseconds(kClockRecheck).count();
+  if (!changed_ && !due && version == seenVersion_ && epoch == seenEpoch_) return st;
+  lastSettleNs_ = now;
+  changed_ = false;
+  seenVersion_ = version;
+  seenEpoch_ = epoch;
   Status s = settle();
   return st != Status::Success ? st : s;
 }
@@ -187,12 +218,17 @@ Status NeuronLinkTransport::settle() {
   // What completes here, the engine acts on after this call returns: until then our floor must
   // stay at or below the earliest of those completions, and we are not blocked.
   double completedFloor = kInf;
-  for (int round = 0; round < 8; ++round) {
+  // Each round either settles something, moves the clock, or stops; the cap only bounds how long
+  // one progress() call may take.
+  for (int round = 0; round < 256; ++round) {
     Timeline::View v;
-    NLCHECK(timeline_->view(&v));
+    wakeScratch_.clear();
+    NLCHECK(timeline_->view(&v, &wakeScratch_));
+    wakeAll(wakeScratch_);
     consume(v.count);
     addDue(v.horizon, v.jump);
     flows_.advanceTo(v.effective());
+    noteFinishes();
     const int64_t now = model_->realtime() ? monotonicNs() : 0;
     double floor = completedFloor, need = kInf;
     bool blocked = !pending_.empty() && completedFloor == kInf;  // all wait for the clock
@@ -232,11 +268,13 @@ Status NeuronLinkTransport::settle() {
         continue;
       }
       floor = std::min(floor, p.vdone);
-      blocked = false;  // settled: it completes at vdone, and the engine may post from there
       if (!dataDone) {
+        // Settled, but the inner transport still waits for the peer (a rendezvous, or a full
+        // FIFO): the peer must move first, so this does not keep us from being blocked.
         ++it;
         continue;
       }
+      blocked = false;  // it completes at vdone (in real time, at its deadline)
       if (model_->realtime() && now < p.deadlineNs) {
         nextDeadlineNs_ = nextDeadlineNs_ ? std::min(nextDeadlineNs_, p.deadlineNs) : p.deadlineNs;
         ++it;
@@ -255,7 +293,11 @@ Status NeuronLinkTransport::settle() {
     if (horizon > v.effective()) continue;
     if (!blocked) break;
     bool jumped = false;
-    NLCHECK(timeline_->tryJump(v, [this] { return settleUntilFinish(); }, &jumped));
+    NLCHECK(timeline_->tryJump(v, lastFinish_, [this] {
+      const double t = settleUntilFinish();
+      noteFinishes();
+      return t;
+    }, &jumped));
     if (!jumped) break;
     for (int r = 0; r < nranks(); ++r) inner_->wake(r);
   }
@@ -268,6 +310,7 @@ void NeuronLinkTransport::complete(Pending& p, Status s) {
     auto& q = unmatchedRecvs_[{p.peer, p.tag}];
     q.erase(std::remove(q.begin(), q.end(), &p), q.end());
   }
+  changed_ = true;  // once the engine has acted on it, our floor and blocked state change
   p.user->status = s;
   p.user->vdone = s == Status::Success ? p.vdone : p.user->vstart;
   p.user->done.store(true, std::memory_order_release);

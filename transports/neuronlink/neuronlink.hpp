@@ -89,6 +89,7 @@ class NeuronLinkTransport final : public Transport {
   void addDue(double horizon, double jump);
   void addNext();
   double settleUntilFinish();
+  void noteFinishes();
   void attachFlow(Pending& p);
   void wakeAll(const std::vector<int>& ranks);
   void complete(Pending& p, Status s);
@@ -108,8 +109,18 @@ class NeuronLinkTransport final : public Transport {
   std::map<Key, std::deque<std::pair<uint64_t, TimelineRecord>>> unmatchedRecords_;
   std::map<Key, std::deque<Pending*>> unmatchedRecvs_;
   std::vector<int> wakeScratch_;
+  /// Every flow in the replica: its ranks, until it finishes; then each rank's latest finish.
+  std::unordered_map<int64_t, std::pair<int, int>> endpoints_;
+  std::vector<double> lastFinish_;
+  std::vector<std::pair<int64_t, double>> finishedScratch_;
   int64_t nextDeadlineNs_ = 0;  ///< earliest wall deadline of a pending message (0: none)
   bool waitingOnClock_ = false; ///< some operation waits for the horizon, not for data
+  // What the last settle() saw: with the same timeline version, inner activity and operations,
+  // another would find nothing new.
+  uint64_t seenVersion_ = ~uint64_t{0};
+  uint32_t seenEpoch_ = 0;
+  bool changed_ = true;
+  int64_t lastSettleNs_ = 0;
 };
 
 }  // namespace nlccl::transport

@@ -49,6 +49,7 @@ struct Timeline::Header {
   uint64_t count;     ///< records appended
   double jump;        ///< every record starting at or before it is in the log (see tryJump)
   int64_t jumpEpoch;  ///< jumps so far
+  uint64_t version;   ///< bumped when the clock moves or the log grows (read without the lock)
 };
 
 struct alignas(kLine) Timeline::RankState {
@@ -159,21 +160,25 @@ double Timeline::minFloor() const {
   return std::isinf(m) ? h_->maxHorizon : std::max(m, h_->maxHorizon);
 }
 
+void Timeline::bump() { __atomic_add_fetch(&h_->version, 1, __ATOMIC_RELEASE); }
+
+uint64_t Timeline::version() const { return __atomic_load_n(&h_->version, __ATOMIC_ACQUIRE); }
+
 void Timeline::raise(double before, std::vector<int>* wake) {
   const double after = minFloor();
   if (!(after > before)) return;
+  bump();
   for (int r = 0; r < nranks_; ++r) {
     const RankState& s = ranks_[r];
-    // Wake who can now settle something, and who is blocked: it must judge again at the new
-    // horizon before anyone may jump (tryJump).
-    if (r != rank_ && !s.gone &&
-        ((s.needHorizon > before && s.needHorizon <= after) || s.blockedAt >= 0))
+    // Wake who can now settle something.
+    if (r != rank_ && !s.gone && s.needHorizon > before && s.needHorizon <= after)
       wake->push_back(r);
   }
 }
 
-Status Timeline::view(View* out) {
+Status Timeline::view(View* out, std::vector<int>* wake) {
   NLCHECK(lock());
+  const double before = minFloor();
   const int64_t now = monotonicNs();
   if (now - lastLivenessNs_ > kLivenessPeriodNs) {
     // A rank whose process died no longer holds the clock; if others need its data, their
@@ -197,6 +202,7 @@ Status Timeline::view(View* out) {
            "%.3f us", r, static_cast<long long>(grace / 1000000), s.floor * 1e6);
     }
   }
+  raise(before, wake);  // releases may have moved the clock
   h_->maxHorizon = minFloor();
   out->horizon = h_->maxHorizon;
   out->count = h_->count;
@@ -224,7 +230,7 @@ Status Timeline::activate(double* earliest) {
   return Status::Success;
 }
 
-Status Timeline::append(const TimelineRecord& rec, double arrivalBound,
+Status Timeline::append(TimelineRecord* rec, double arrivalBound,
                         std::chrono::milliseconds timeout, uint64_t* index) {
   const auto deadline = std::chrono::steady_clock::now() + timeout;
   for (;;) {
@@ -247,10 +253,18 @@ Status Timeline::append(const TimelineRecord& rec, double arrivalBound,
     }
     std::this_thread::sleep_for(std::chrono::microseconds(100));
   }
+  // A sender the inner transport held back (waiting for its receiver to post, or for room in a
+  // FIFO) may come back after the clock jumped past its own time: its message starts at the
+  // clock, the same for every replica.
+  if (rec->start < h_->maxHorizon) {
+    arrivalBound += h_->maxHorizon - rec->start;
+    rec->start = h_->maxHorizon;
+  }
   *index = h_->count;
-  log_[h_->count % h_->capacity] = rec;
+  log_[h_->count % h_->capacity] = *rec;
   ++h_->count;
-  RankState& d = ranks_[rec.dst];
+  bump();
+  RankState& d = ranks_[rec->dst];
   ++d.incoming;
   // Until the receiver has read the record, its floor covers the receive it may already wait in.
   const double bound = std::max(arrivalBound, h_->maxHorizon);
@@ -293,12 +307,12 @@ Status Timeline::setIdle(double clock, uint64_t consumed, std::vector<int>* wake
   return Status::Success;
 }
 
-Status Timeline::tryJump(const View& seen, const std::function<double()>& settleUntilFinish,
-                         bool* jumped) {
+Status Timeline::tryJump(const View& seen, const std::vector<double>& lastFinish,
+                         const std::function<double()>& settleUntilFinish, bool* jumped) {
   *jumped = false;
   NLCHECK(lock());
-  // Blocked as of the current horizon, each: a rank that judged at an older one may still have
-  // completions to find between the two.
+  // Each rank judged itself blocked at some horizon, and none of its messages has finished since
+  // (up to now, which our replica has reached): then it is still blocked.
   const double now = std::max(minFloor(), h_->jump);
   bool all = h_->count == seen.count && seen.effective() == now;
   bool anyone = false;
@@ -306,8 +320,16 @@ Status Timeline::tryJump(const View& seen, const std::function<double()>& settle
     const RankState& s = ranks_[r];
     if (s.released || s.gone) continue;
     anyone = true;
-    all = s.blockedAt == now;
+    all = s.blockedAt >= 0 && lastFinish[r] <= s.blockedAt;
+    if (!all)
+      TRACE(log::kNet, "neuronlink: rank %d: no jump at %.6f us: rank %d judged at %.6f us, its "
+            "last finish %.6f us (floor %.6f us, idle %d)", rank_, now * 1e6, r,
+            s.blockedAt * 1e6, lastFinish[r] * 1e6, s.floor * 1e6, s.idleSinceNs != 0);
   }
+  if (h_->count != seen.count || seen.effective() != now)
+    TRACE(log::kNet, "neuronlink: rank %d: no jump: log %llu/%llu, horizon %.6f/%.6f us", rank_,
+          static_cast<unsigned long long>(seen.count), static_cast<unsigned long long>(h_->count),
+          seen.effective() * 1e6, now * 1e6);
   if (all && anyone) {
     // Every rank waits for a completion and the log holds every message there will be until
     // one happens: the first finish is safe to reach, whatever the floors say.
@@ -315,6 +337,7 @@ Status Timeline::tryJump(const View& seen, const std::function<double()>& settle
     if (std::isfinite(j) && j > h_->jump) {
       h_->jump = j;
       ++h_->jumpEpoch;
+      bump();
       h_->maxHorizon = std::max(h_->maxHorizon, j);
       for (int r = 0; r < nranks_; ++r) ranks_[r].blockedAt = -1;
       *jumped = true;

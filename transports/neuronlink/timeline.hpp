@@ -67,7 +67,8 @@ class Timeline {
     /// How far a replica may settle: max(horizon, jump).
     double effective() const { return horizon > jump ? horizon : jump; }
   };
-  Status view(View* out);
+  /// Ranks the view's releases let progress are added to *wake.
+  Status view(View* out, std::vector<int>* wake);
   /// Record `i` of the log; valid for i < a count this rank has viewed and not yet published
   /// as consumed.
   const TimelineRecord& record(uint64_t i) const;
@@ -75,9 +76,10 @@ class Timeline {
   /// Leaves the idle state before posting; *earliest is the earliest start this rank's messages
   /// may have (its floor: above its clock only after it was released).
   Status activate(double* earliest);
-  /// Appends `rec` (rec.start >= the floor) and lowers the receiver's floor to `arrivalBound`, a
-  /// lower bound of its arrival, until the receiver has read it. Waits while the ring is full.
-  Status append(const TimelineRecord& rec, double arrivalBound, std::chrono::milliseconds timeout,
+  /// Appends `rec` and lowers the receiver's floor to `arrivalBound`, a lower bound of its
+  /// arrival, until the receiver has read it. A start the clock has passed (possible only after a
+  /// jump) moves up to the clock. Waits while the ring is full.
+  Status append(TimelineRecord* rec, double arrivalBound, std::chrono::milliseconds timeout,
                 uint64_t* index);
   /// Publishes this rank's floor and the horizon it waits for (its operations cannot settle
   /// before it; infinity: none), and that its replica has read `consumed` records. `seen` is the
@@ -87,17 +89,24 @@ class Timeline {
   /// horizon.
   Status publish(double floor, double needHorizon, const View& seen, bool blocked,
                  uint64_t consumed, std::vector<int>* wake, double* horizon);
-  /// When every rank is blocked (as of `seen`, with nothing appended since), no message can start
-  /// before the first data finish: `settleUntilFinish` (run under the lock) feeds this rank's
+  /// When every rank is blocked (it said so at some horizon, and `lastFinish[r]`, the latest
+  /// data finish of rank r's messages in this rank's replica, is not later; waiting for another
+  /// rank's data counts) and nothing was appended since `seen`, no message can start before the
+  /// first data finish to come: `settleUntilFinish` (run under the lock) feeds this rank's
   /// replica everything in the log up to that finish and returns its time, which becomes the
   /// jump. This keeps the clock moving where floors alone would not (no latency between two
   /// ranks on one chip, or transfers slowed by sharing). *jumped says whether it did; every rank
   /// must then be woken.
-  Status tryJump(const View& seen, const std::function<double()>& settleUntilFinish, bool* jumped);
+  Status tryJump(const View& seen, const std::vector<double>& lastFinish,
+                 const std::function<double()>& settleUntilFinish, bool* jumped);
   /// Nothing in flight: this rank's next messages start at `clock` or later.
   Status setIdle(double clock, uint64_t consumed, std::vector<int>* wake);
   /// This rank is gone (aborted or destroyed): it no longer holds the horizon.
   void leave(std::vector<int>* wake);
+
+  /// Changes whenever the horizon or the jump moves or a record is appended: a rank that saw
+  /// the same value last time (and nothing else changed for it) has nothing new to settle.
+  uint64_t version() const;
 
   int rank() const { return rank_; }
   int nranks() const { return nranks_; }
@@ -110,6 +119,7 @@ class Timeline {
   void unlock();
   RankState& state(int r) const;
   double minFloor() const;  // under the lock
+  void bump();              // under the lock
   void raise(double before, std::vector<int>* wake);  // under the lock
 
   std::shared_ptr<void> keepAlive_;
