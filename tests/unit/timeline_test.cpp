@@ -164,5 +164,19 @@ TEST(TimelineTest, AGoneRankNoLongerHoldsTheClock) {
   EXPECT_EQ(viewOf(tl[0]).horizon, 40e-6);
 }
 
+TEST(TimelineTest, WhileOneRankIsOutRanksThatGoIdleAreReleasedAtOnce) {
+  Fixture tl(3, 16, std::chrono::milliseconds(5));
+  double earliest = -1;
+  for (int r = 0; r < 3; ++r) ASSERT_EQ(tl[r].activate(&earliest), Status::Success);
+  std::vector<int> wake;
+  ASSERT_EQ(tl[2].setIdle(10e-6, 0, &wake), Status::Success);
+  publish(tl[0], 40e-6);
+  publish(tl[1], 30e-6);
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  EXPECT_EQ(viewOf(tl[0]).horizon, 30e-6) << "rank 2 released after the grace";
+  ASSERT_EQ(tl[1].setIdle(30e-6, 0, &wake), Status::Success);
+  EXPECT_EQ(viewOf(tl[0]).horizon, 40e-6) << "rank 1 released without waiting for a grace";
+}
+
 }  // namespace
 }  // namespace nlccl::transport

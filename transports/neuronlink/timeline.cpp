@@ -191,11 +191,17 @@ Status Timeline::view(View* out, std::vector<int>* wake) {
       WARN("neuronlink: rank %d (process %d) has died", r, static_cast<int>(s.pid));
     }
   }
+  // While a rank is out, the program is most likely at a point where ranks wait for each other
+  // outside nlccl (a barrier, the end): ranks that go idle then are released at once, instead of
+  // each holding the next one back for another grace.
+  bool anyReleased = false;
+  for (int r = 0; r < nranks_; ++r) anyReleased = anyReleased || (ranks_[r].released && !ranks_[r].gone);
   for (int r = 0; r < nranks_; ++r) {
     RankState& s = ranks_[r];
     if (s.idleSinceNs == kNotStarted) s.idleSinceNs = now;  // the job has started: count from here
     // Starting up (allocating and filling buffers) takes longer than the gap between calls.
-    const int64_t grace = s.started ? h_->idleGraceNs : kStartupGraceFactor * h_->idleGraceNs;
+    const int64_t grace = !s.started ? kStartupGraceFactor * h_->idleGraceNs
+                          : anyReleased ? 0 : h_->idleGraceNs;
     if (!s.released && !s.gone && s.idleSinceNs != 0 && now - s.idleSinceNs > grace) {
       s.released = 1;
       INFO(log::kNet, "neuronlink: rank %d has been idle for over %lld ms: released at virtual time "
@@ -359,7 +365,7 @@ void Timeline::leave(std::vector<int>* wake) {
 uint64_t timelineCapacity() { return kDefaultCapacity; }
 
 Status timelineIdleGrace(std::chrono::milliseconds* out) {
-  *out = std::chrono::milliseconds(100);
+  *out = std::chrono::milliseconds(50);
   const char* v = getenv("NLCCL_NEURONLINK_IDLE_MS");
   if (v == nullptr || *v == '\0') return Status::Success;
   char* end = nullptr;

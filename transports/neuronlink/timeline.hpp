@@ -14,7 +14,8 @@
 // NLCCL_NEURONLINK_IDLE_MS of wall time (twenty times that before its first message, counted from
 // the first message of any rank), so a rank that comes back promptly is timed exactly.
 // Past that it is released and no longer holds the others; when it returns its messages start no
-// earlier than the horizon the others reached (kept exact for every rank, so all agree).
+// earlier than the horizon the others reached (kept exact for every rank, so all agree). While one
+// rank is released, others that go idle are released at once (most likely all wait at a barrier).
 //
 // Everything that reads or changes the floors runs under one robust, process-shared mutex; the
 // log is a ring that a record leaves once every rank's replica has read it.
@@ -133,7 +134,7 @@ class Timeline {
 
 /// A zeroed timeline for `nranks` threads of this process (capacity from the default).
 Status makeLocalTimeline(int nranks, std::shared_ptr<void>* mem, size_t* bytes);
-/// Ring capacity, in records, and idle grace: NLCCL_NEURONLINK_IDLE_MS (default 100).
+/// Ring capacity, in records, and idle grace: NLCCL_NEURONLINK_IDLE_MS (default 50).
 uint64_t timelineCapacity();
 Status timelineIdleGrace(std::chrono::milliseconds* out);
 
