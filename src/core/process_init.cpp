@@ -50,7 +50,8 @@ Status sharedTimeline(bootstrap::Bootstrap& bs, std::unique_ptr<transport::Timel
       s = transport::Timeline::format(p, bytes, nranks, transport::timelineCapacity(), grace);
     }
     transport::shm::AllocationRef ref;
-    if (s == Status::Success && !transport::shm::findAllocation(p, bytes, &ref)) s = Status::InternalError;
+    if (s == Status::Success && !transport::shm::findAllocation(p, bytes, &ref))
+      s = Status::InternalError;
     mine = {static_cast<int32_t>(getpid()), ref.fd, ref.id, ref.size, static_cast<int32_t>(s)};
   }
   std::vector<Where> all(static_cast<size_t>(nranks));

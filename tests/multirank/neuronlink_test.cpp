@@ -301,15 +301,7 @@ TEST_P(NeuronLinkVsSimTest, AllReduceMatchesTheSimulator) {
   req.nranks = p;
   req.count = count;
   if (std::string(prm.algorithm) == "hier") req.groups = p == 8 ? std::vector<int>{4, 2} : std::vector<int>{4, 4};
-  auto plan = algo::build(req, prm.algorithm, &err);
-  ASSERT_TRUE(plan) << err;
-  plan::finalize(&*plan);
-  sim::Options opts;
-  opts.mode = sim::Mode::Flow;
-  opts.chunkBytes = 1048576;
-  sim::Result res;
-  ASSERT_EQ(sim::simulate(topo, *plan, opts, &res, &err), Status::Success) << err;
-  const double simUs = res.timeS * 1e6;
+  const double simUs = simulatedUs(topo, req, prm.algorithm);
   std::printf("%s all-reduce, %d ranks, %zu B: transport %.3f us, simulator (flow) %.3f us\n",
               prm.algorithm, p, prm.bytes, modelledUs, simUs);
   EXPECT_NEAR(modelledUs, simUs, 0.01 * simUs)

@@ -1,8 +1,8 @@
 // The cost of one message on the modelled NeuronLink fabric when it has the fabric to itself: route
 // latency plus bytes over the route's uncontended rate (links, the sender's DMA engines, the
 // receiver's HBM when it reduces on arrival), as the simulator's analytical mode charges it. The
-// transport uses it as a lower bound; sim::FlowModel adds the sharing. Ranks map to chips of the topology in
-// order (NLCCL_TOPOLOGY, default trn3-us144), or by the list NLCCL_NEURONLINK_CHIPS.
+// transport uses it as a lower bound; sim::FlowModel adds the sharing. Ranks map to chips of the
+// topology in order (NLCCL_TOPOLOGY, default trn3-us144), or by the list NLCCL_NEURONLINK_CHIPS.
 #pragma once
 
 #include <memory>

@@ -92,14 +92,16 @@ Status NeuronLinkTransport::postRecv(int peer, uint64_t tag, void* buf, size_t b
   p.bytes = bytes;
   p.user = req;
   p.start = std::max(req->vstart, earliest_);
-  auto& records = unmatchedRecords_[{peer, tag}];
-  if (records.empty()) {
+  auto found = unmatchedRecords_.find({peer, tag});
+  if (found == unmatchedRecords_.end()) {
     unmatchedRecvs_[{peer, tag}].push_back(&p);
   } else {
+    auto& records = found->second;
     p.matched = true;
     p.record = records.front().first;
     p.rec = records.front().second;
     records.pop_front();
+    if (records.empty()) unmatchedRecords_.erase(found);  // tags are not reused: keep it small
     byRecord_[p.record] = &p;
     if (auto it = flowOfRecord_.find(p.record); it != flowOfRecord_.end()) {
       p.flow = it->second;
@@ -118,13 +120,14 @@ void NeuronLinkTransport::consume(uint64_t count) {
     const TimelineRecord& r = timeline_->record(consumed_);
     queued_.push({r, consumed_});
     if (r.dst != me) continue;
-    auto& recvs = unmatchedRecvs_[{r.src, r.tag}];
-    if (recvs.empty()) {
+    auto found = unmatchedRecvs_.find({r.src, r.tag});
+    if (found == unmatchedRecvs_.end()) {
       unmatchedRecords_[{r.src, r.tag}].emplace_back(consumed_, r);
       continue;
     }
-    Pending* p = recvs.front();
-    recvs.pop_front();
+    Pending* p = found->second.front();
+    found->second.pop_front();
+    if (found->second.empty()) unmatchedRecvs_.erase(found);
     p->matched = true;
     p->record = consumed_;
     p->rec = r;
@@ -307,8 +310,11 @@ Status NeuronLinkTransport::settle() {
 void NeuronLinkTransport::complete(Pending& p, Status s) {
   if (p.matched) byRecord_.erase(p.record);
   if (!p.matched && !p.isSend) {
-    auto& q = unmatchedRecvs_[{p.peer, p.tag}];
-    q.erase(std::remove(q.begin(), q.end(), &p), q.end());
+    if (auto it = unmatchedRecvs_.find({p.peer, p.tag}); it != unmatchedRecvs_.end()) {
+      auto& q = it->second;
+      q.erase(std::remove(q.begin(), q.end(), &p), q.end());
+      if (q.empty()) unmatchedRecvs_.erase(it);
+    }
   }
   changed_ = true;  // once the engine has acted on it, our floor and blocked state change
   p.user->status = s;
@@ -329,7 +335,8 @@ void NeuronLinkTransport::waitActivity(uint32_t seen, std::chrono::nanoseconds t
   if (waitingOnClock_) timeout = std::min<std::chrono::nanoseconds>(timeout, kClockRecheck);
   if (nextDeadlineNs_ != 0) {
     // A message becomes deliverable at its deadline without any inner activity: wake then.
-    auto untilDeadline = std::chrono::nanoseconds(std::max<int64_t>(0, nextDeadlineNs_ - monotonicNs()));
+    auto untilDeadline =
+        std::chrono::nanoseconds(std::max<int64_t>(0, nextDeadlineNs_ - monotonicNs()));
     timeout = std::min(timeout, untilDeadline);
     if (timeout.count() == 0) return;
   }

@@ -74,7 +74,8 @@ size_t Timeline::bytesFor(int nranks, uint64_t capacity) {
 
 Status Timeline::format(void* mem, size_t bytes, int nranks, uint64_t capacity,
                         std::chrono::milliseconds idleGrace) {
-  if (nranks < 1 || capacity < 1 || bytes < bytesFor(nranks, capacity)) return Status::InternalError;
+  if (nranks < 1 || capacity < 1 || bytes < bytesFor(nranks, capacity))
+    return Status::InternalError;
   auto* h = new (mem) Header();
   h->nranks = static_cast<uint32_t>(nranks);
   h->capacity = capacity;
@@ -195,7 +196,8 @@ Status Timeline::view(View* out, std::vector<int>* wake) {
   // outside nlccl (a barrier, the end): ranks that go idle then are released at once, instead of
   // each holding the next one back for another grace.
   bool anyReleased = false;
-  for (int r = 0; r < nranks_; ++r) anyReleased = anyReleased || (ranks_[r].released && !ranks_[r].gone);
+  for (int r = 0; r < nranks_; ++r)
+    anyReleased = anyReleased || (ranks_[r].released && !ranks_[r].gone);
   for (int r = 0; r < nranks_; ++r) {
     RankState& s = ranks_[r];
     if (s.idleSinceNs == kNotStarted) s.idleSinceNs = now;  // the job has started: count from here
@@ -204,8 +206,8 @@ Status Timeline::view(View* out, std::vector<int>* wake) {
                           : anyReleased ? 0 : h_->idleGraceNs;
     if (!s.released && !s.gone && s.idleSinceNs != 0 && now - s.idleSinceNs > grace) {
       s.released = 1;
-      INFO(log::kNet, "neuronlink: rank %d has been idle for over %lld ms: released at virtual time "
-           "%.3f us", r, static_cast<long long>(grace / 1000000), s.floor * 1e6);
+      INFO(log::kNet, "neuronlink: rank %d has been idle for over %lld ms: released at virtual "
+           "time %.3f us", r, static_cast<long long>(grace / 1000000), s.floor * 1e6);
     }
   }
   raise(before, wake);  // releases may have moved the clock
