@@ -175,6 +175,7 @@ Status allToAllv(Communicator* comm, const CollArgs& a, Stream* stream) {
   uint64_t tag = engine::makeCollTag(comm->nextCollSeq(), 0, 0);
   engine::P2PJob job;
   job.transport = comm->transport();
+  job.collectiveAlgorithm = "direct";
   const char* send = static_cast<const char*>(a.send);
   char* recv = static_cast<char*>(a.recv);
   // Rotated order (peer me+s, me-s) so that no receiver is the first target of everyone.

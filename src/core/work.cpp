@@ -78,6 +78,12 @@ Status Work::execute() {
     for (size_t i = 0; i < colls.size(); ++i)
       collComms[i]->recordCollective(colls[i].plan->algorithm, colls[i].vstart, colls[i].vend,
                                      colls[i].bytesSent);
+    for (const engine::P2PJob& j : p2ps) {
+      if (j.collectiveAlgorithm == nullptr) continue;
+      for (Communicator* c : comms)
+        if (c->transport() == j.transport)
+          c->recordCollective(j.collectiveAlgorithm, j.vstart, j.vend, j.bytesSent);
+    }
   }
   if (s != Status::Success) {
     std::string msg = log::lastError();

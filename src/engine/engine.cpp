@@ -320,10 +320,13 @@ Status runUntilDone(std::vector<CollJob>& colls, std::vector<P2PJob>& p2ps,
     for (const P2POp& op : j.ops) sources.push_back(op.isSend ? sendSource(op, p2ps, batch) : nullptr);
   for (P2PJob& j : p2ps) {
     addTransport(j.transport);
+    j.vstart = j.vend = j.transport->clock();
+    j.bytesSent = 0;
     for (const P2POp& op : j.ops) {
       size_t i = p2pOps.size();
       transport::Request* r = &p2pReqs[i];
       r->vstart = j.transport->clock();
+      if (op.isSend) j.bytesSent += op.bytes;
       p2pOps.emplace_back(&j, &op);
       if (op.isSend) NLCHECK(j.transport->postSend(op.peer, op.tag, sources[i], op.bytes, r));
       else NLCHECK(j.transport->postRecv(op.peer, op.tag, op.buf, op.bytes, nullptr, r));
@@ -353,6 +356,9 @@ Status runUntilDone(std::vector<CollJob>& colls, std::vector<P2PJob>& p2ps,
       if (p2pReqs[i].status != Status::Success) return p2pReqs[i].status;
     }
     if (allDone) {
+      size_t i = 0;  // requests were made job by job, op by op
+      for (P2PJob& j : p2ps)
+        for (size_t k = 0; k < j.ops.size(); ++k, ++i) j.vend = std::max(j.vend, p2pReqs[i].vdone);
       advanceClocks(colls, p2pOps, p2pReqs, transports);
       return Status::Success;
     }

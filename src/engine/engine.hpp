@@ -47,6 +47,12 @@ struct P2POp {
 struct P2PJob {
   transport::Transport* transport = nullptr;
   std::vector<P2POp> ops;
+  /// Set when the ops are one collective's (direct all-to-all-v): its communicator records it.
+  const char* collectiveAlgorithm = nullptr;
+  // Outputs, as CollJob's: virtual start and end (timed transports), bytes sent.
+  double vstart = 0;
+  double vend = 0;
+  uint64_t bytesSent = 0;
 };
 
 /// Tag of the n-th point-to-point message between an ordered pair (disjoint from collective tags).

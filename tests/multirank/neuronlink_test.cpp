@@ -262,6 +262,34 @@ TEST(NeuronLinkTest, IdleRanksAreReleased) {
   for (auto c : comms) EXPECT_EQ(nlcclCommDestroy(c), nlcclSuccess);
 }
 
+/// Direct all-to-all-v runs as point-to-point messages; the communicator still reports it as the
+/// last collective, with its modelled time and the bytes this rank sent.
+TEST(NeuronLinkTest, DirectAllToAllvIsReportedInTheStats) {
+  Env env({{"NLCCL_TRANSPORT", "neuronlink"}, {"NLCCL_NEURONLINK_REALTIME", "0"}});
+  const int p = 3;
+  std::vector<nlcclComm_t> comms(p);
+  ASSERT_EQ(nlcclCommInitAll(comms.data(), p, nullptr), nlcclSuccess) << nlcclGetLastError(nullptr);
+  runRanks(p, [&](int r) {
+    // Rank r sends (r + 1) * 1000 floats to each peer.
+    std::vector<size_t> sc(p), sd(p), rc(p), rd(p);
+    for (int q = 0; q < p; ++q) {
+      sc[q] = (r + 1) * 1000;
+      sd[q] = q * sc[q];
+      rc[q] = (q + 1) * 1000;
+      rd[q] = q == 0 ? 0 : rd[q - 1] + rc[q - 1];
+    }
+    std::vector<float> in(sc[0] * p, 1.0f), out(rd[p - 1] + rc[p - 1]);
+    ASSERT_EQ(nlcclAlltoAllv(in.data(), sc.data(), sd.data(), out.data(), rc.data(), rd.data(),
+                             nlcclFloat, comms[r], nullptr),
+              nlcclSuccess);
+    const nlcclCommStats_t st = statsOf(comms[r]);
+    EXPECT_STREQ(st.lastAlgorithm, "direct");
+    EXPECT_EQ(st.lastBytesSent, (r + 1) * 1000 * sizeof(float) * (p - 1)) << "rank " << r;
+    EXPECT_GT(st.lastModelledUs, 10.0) << "at least one route latency";
+  });
+  for (auto c : comms) EXPECT_EQ(nlcclCommDestroy(c), nlcclSuccess);
+}
+
 struct CollParam {
   const char* algorithm;
   int nranks;

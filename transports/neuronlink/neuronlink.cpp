@@ -1,5 +1,6 @@
 #include "transports/neuronlink/neuronlink.hpp"
 
+#include <sched.h>
 #include <time.h>
 
 #include <algorithm>
@@ -18,6 +19,8 @@ constexpr std::chrono::milliseconds kAppendTimeout{30000};
 // A rank waiting on the shared clock rechecks this often: an idle rank's release (after
 // NLCCL_NEURONLINK_IDLE_MS) wakes nobody by itself.
 constexpr std::chrono::milliseconds kClockRecheck{10};
+// Real-time deadlines nearer than this are waited for by yielding, not sleeping.
+constexpr std::chrono::microseconds kShortDeadline{500};
 
 int64_t monotonicNs() {
   timespec ts;
@@ -339,6 +342,11 @@ void NeuronLinkTransport::waitActivity(uint32_t seen, std::chrono::nanoseconds t
         std::chrono::nanoseconds(std::max<int64_t>(0, nextDeadlineNs_ - monotonicNs()));
     timeout = std::min(timeout, untilDeadline);
     if (timeout.count() == 0) return;
+    if (timeout < kShortDeadline) {
+      // A sleep this short oversleeps by a scheduler tick on a busy host: yield until then.
+      while (inner_->activityEpoch() == seen && monotonicNs() < nextDeadlineNs_) sched_yield();
+      return;
+    }
   }
   inner_->waitActivity(seen, timeout);
 }
