@@ -4,10 +4,10 @@
 // Every step only touches whole chunks, so cutting each region into proportional slices keeps a
 // step's slice inside the slice of the chunk it depends on: all these Plans are pipelinable.
 //
-// Out of place, a reduction into Output (or Scratch) takes this rank's operand straight from Input
-// with RecvReduceCopy (dst = input op incoming) instead of copying the Input chunk first and then
-// reducing on arrival: memory is swept once, not twice. In-place Plans reduce on arrival as before
-// (the operand already sits in the destination).
+// A reduction into Output (or Scratch) takes this rank's operand straight from Input with
+// RecvReduceCopy (dst = input op incoming) instead of copying the Input chunk first and then
+// reducing on arrival: memory is swept once, not twice. Only where the operand already sits in
+// the destination (in place, Output is Input's block) does a step reduce on arrival.
 #include "algorithms/families.hpp"
 #include "algorithms/ring_helpers.hpp"
 
@@ -92,25 +92,14 @@ Plan ringReduceScatter(const Request& req) {
     const int next = ring::nextRank(r, p), prev = ring::prevRank(r, p);
     auto inB = [&](int j) { return in(static_cast<size_t>(mod(j, p)) * c, c); };
     auto target = [&](int s) { return s == p - 2 ? out(0, c) : scratch((s % 2) * c, c); };
-    if (!req.inPlace) {
-      // target(s) = this rank's block r-s-2 + the incoming partial sum, in one sweep.
-      for (int s = 0; s < p - 1; ++s)
-        steps.push_back({{ring::send(next, s == 0 ? inB(r - 1) : target(s - 1)),
-                          ring::recvReduceCopy(prev, target(s), inB(r - s - 2))},
-                         {}});
-      return;
-    }
-    // In place: load this rank's block into the Scratch slot the step before it reduces into it
-    // (the last step reduces into Output, which already is that block).
-    auto load = [&](int s) { return ring::copy(inB(r - s - 2), target(s)); };
-    auto needsLoad = [&](int s) { return s != p - 2; };
-    if (needsLoad(0)) steps.push_back({{}, {load(0)}});
+    // target(s) = this rank's block r-s-2 + the incoming partial sum, in one sweep. In place the
+    // last step's operand, block r, already is Output: it reduces on arrival.
     for (int s = 0; s < p - 1; ++s) {
-      Step st;
-      st.transfers.push_back(ring::send(next, s == 0 ? inB(r - 1) : target(s - 1)));
-      st.transfers.push_back(ring::recvReduce(prev, target(s)));
-      if (s + 1 < p - 1 && needsLoad(s + 1)) st.locals.push_back(load(s + 1));
-      steps.push_back(std::move(st));
+      const bool operandInPlace = req.inPlace && s == p - 2;
+      steps.push_back({{ring::send(next, s == 0 ? inB(r - 1) : target(s - 1)),
+                        operandInPlace ? ring::recvReduce(prev, target(s))
+                                       : ring::recvReduceCopy(prev, target(s), inB(r - s - 2))},
+                       {}});
     }
   });
 }
@@ -147,12 +136,9 @@ Plan ringReduce(const Request& req) {
                        {}});
     } else if (d == 0) {
       steps.push_back({{ring::send(next, in(0, n))}, {}});
-    } else if (!req.inPlace) {  // scratch = input + incoming, then forwarded
+    } else {  // scratch = input + incoming, then forwarded (in place too: Output is not used)
       steps.push_back(
           {{{XferKind::RecvReduceCopySend, prev, next, scratch(0, n), in(0, n)}}, {}});
-    } else {
-      steps.push_back({{}, {ring::copy(in(0, n), scratch(0, n))}});
-      steps.push_back({{{XferKind::RecvReduceSend, prev, next, scratch(0, n)}}, {}});
     }
   });
 }
