@@ -13,7 +13,9 @@
 
 // On x86-64 with GCC every kernel is also compiled for x86-64-v3 (AVX2, F16C), picked at load
 // time by an ifunc: with only baseline SSE2 the narrow-float kernels run at half speed or less.
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+// Not under ThreadSanitizer: its instrumented resolvers run before it is set up, and crash.
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && \
+    !defined(__SANITIZE_THREAD__)
 #define NLCCL_X86_CLONES 1
 #define NLCCL_KERNEL_ATTR __attribute__((target_clones("arch=x86-64-v3", "default")))
 #else

@@ -8,7 +8,10 @@
 // posts from now on starts earlier. The horizon is the smallest floor; the log is complete below
 // it, and every replica may settle what finishes by then. A rank's floor is the earliest
 // completion it still waits for (a lower bound from the model), so floors rise by at least the
-// route latency per round: the latency is the lookahead that keeps the clock moving.
+// route latency per round: the latency is the lookahead that keeps the clock moving. Where there
+// is none (two ranks on one chip) or sharing slows transfers, a jump does: once every rank is
+// blocked (it can post nothing before one of its messages settles), the first data finish to
+// come is safe to reach (tryJump).
 //
 // A rank with nothing in flight (outside nlccl calls, or done) holds the horizon at its clock for
 // NLCCL_NEURONLINK_IDLE_MS of wall time (twenty times that before its first message, counted from
