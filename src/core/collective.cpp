@@ -54,10 +54,6 @@ Status hierShape(const Communicator& comm, plan::Request* req) {
   return Status::Success;
 }
 
-std::unique_ptr<char[]> allocScratch(size_t bytes) {
-  return bytes ? std::unique_ptr<char[]>(new char[bytes]) : nullptr;
-}
-
 /// True when block j starts where blocks 0..j-1 end (the Plan's packed layout).
 bool packed(const size_t* counts, const size_t* displs, int p) {
   size_t at = 0;
@@ -130,14 +126,14 @@ Status allToAllvPlanned(Communicator* comm, const CollArgs& a, Stream* stream,
     job.input = send;
     job.output = recv;
     if (!packed(sc.data(), sd.data(), p)) {
-      w.scratch.push_back(std::unique_ptr<char[]>(new char[inTotal * es + 1]));
+      w.scratch.push_back(comm->leaseScratch(inTotal * es + 1));
       char* in = w.scratch.back().get();
       size_t at = 0;
       for (int j = 0; j < p; at += sc[j++]) std::memcpy(in + at * es, send + sd[j] * es, sc[j] * es);
       job.input = in;
     }
     if (!packed(rc.data(), rd.data(), p)) {
-      w.scratch.push_back(std::unique_ptr<char[]>(new char[outTotal * es + 1]));
+      w.scratch.push_back(comm->leaseScratch(outTotal * es + 1));
       char* out = w.scratch.back().get();
       job.output = out;
       w.finish.push_back([=] {
@@ -146,10 +142,11 @@ Status allToAllvPlanned(Communicator* comm, const CollArgs& a, Stream* stream,
           std::memcpy(recv + rd[j] * es, out + at * es, rc[j] * es);
       });
     }
-    w.scratch.push_back(std::unique_ptr<char[]>(new char[plan->scratchCount * es + 1]));
+    w.scratch.push_back(comm->leaseScratch(plan->scratchCount * es + 1));
     job.scratch = w.scratch.back().get();
     w.colls.push_back(job);
     w.collComms.push_back(comm);
+    w.collScratch.push_back(0);  // leased above: this runs inside execute()
     CallSignature sig;
     sig.collective = static_cast<int32_t>(Collective::AllToAllv);
     sig.dtype = static_cast<int32_t>(a.dtype);
@@ -251,13 +248,12 @@ Status collective(Communicator* comm, const CollArgs& a, Stream* stream) {
   const size_t es = dataTypeSize(a.dtype);
   auto work = std::make_shared<Work>();
   work->addComm(comm);
-  work->scratch.push_back(allocScratch(plan->scratchCount * es));
   engine::CollJob job;
   job.plan = plan;
   job.rank = comm->rank();
   job.input = a.send;
   job.output = a.recv;
-  job.scratch = work->scratch.back().get();
+  work->collScratch.push_back(plan->scratchCount * es);  // leased when the work runs
   job.dtype = a.dtype;
   job.op = a.op;
   job.transport = comm->transport();

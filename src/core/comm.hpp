@@ -17,6 +17,7 @@
 #include "plan/plan.hpp"
 #include "transports/transport.hpp"
 #include "core/rendezvous.hpp"
+#include "core/scratch_pool.hpp"
 #include "util/status.hpp"
 
 namespace nlccl::core {
@@ -56,6 +57,8 @@ class Communicator {
   int nranks() const { return nranks_; }
   const CommConfig& config() const { return config_; }
   transport::Transport* transport() const { return transport_.get(); }
+  /// Scratch memory for one collective, reused across calls (see scratch_pool.hpp).
+  std::shared_ptr<char> leaseScratch(size_t bytes) { return scratchPool_->lease(bytes); }
   Rendezvous* rendezvous() const { return rendezvous_.get(); }
 
   /// Applies an algorithm choice string; InvalidArgument (with a message) when a name does not
@@ -121,6 +124,7 @@ class Communicator {
   };
   std::mutex planMu_;
   std::map<PlanKey, std::shared_ptr<const plan::Plan>> plans_;
+  std::shared_ptr<ScratchPool> scratchPool_ = std::make_shared<ScratchPool>();
 
   std::atomic<uint64_t> collSeq_{0};
   std::mutex p2pMu_;

@@ -23,6 +23,7 @@ void Work::merge(Work&& o) {
   move(colls, o.colls);
   move(collComms, o.collComms);
   move(signatures, o.signatures);
+  move(collScratch, o.collScratch);
   move(localCopies, o.localCopies);
   move(preColls, o.preColls);
   move(prepare, o.prepare);
@@ -52,6 +53,11 @@ Status Work::execute() {
       return c->asyncError();
     }
   }
+  for (size_t i = 0; i < colls.size(); ++i)
+    if (collScratch[i] > 0) {
+      scratch.push_back(collComms[i]->leaseScratch(collScratch[i]));
+      colls[i].scratch = scratch.back().get();
+    }
   for (auto& copy : localCopies) copy();
   std::chrono::milliseconds timeout = std::chrono::milliseconds::max();
   for (Communicator* c : comms) timeout = std::min(timeout, c->config().timeout);
