@@ -29,6 +29,11 @@ struct Fixture {
     }
   }
   Timeline& operator[](int r) { return *ranks[r]; }
+  /// Every rank posts for the first time (leaves the not-started state).
+  void activateAll() {
+    double earliest = -1;
+    for (auto& t : ranks) EXPECT_EQ(t->activate(&earliest), Status::Success);
+  }
   std::shared_ptr<void> mem;
   std::vector<std::unique_ptr<Timeline>> ranks;
 };
@@ -100,9 +105,7 @@ TEST(TimelineTest, RanksThatHaveNotStartedHoldTheClockLonger) {
 
 TEST(TimelineTest, JumpsOnlyWhenEveryRankIsBlockedAtTheCurrentHorizon) {
   Fixture tl(2, 16, std::chrono::milliseconds(60000));
-  double earliest = -1;
-  ASSERT_EQ(tl[0].activate(&earliest), Status::Success);
-  ASSERT_EQ(tl[1].activate(&earliest), Status::Success);
+  tl.activateAll();
   publish(tl[0], 5e-6);
   publish(tl[1], 5e-6);
   // Judged at horizon 5 us; rank 1 is not blocked.
@@ -154,9 +157,7 @@ TEST(TimelineTest, AFullLogWaitsForTheSlowestReaderAndNamesIt) {
 
 TEST(TimelineTest, AGoneRankNoLongerHoldsTheClock) {
   Fixture tl(2, 16, std::chrono::milliseconds(60000));
-  double earliest = -1;
-  ASSERT_EQ(tl[0].activate(&earliest), Status::Success);
-  ASSERT_EQ(tl[1].activate(&earliest), Status::Success);
+  tl.activateAll();
   publish(tl[0], 40e-6);
   EXPECT_EQ(viewOf(tl[0]).horizon, 0);
   std::vector<int> wake;
@@ -166,8 +167,7 @@ TEST(TimelineTest, AGoneRankNoLongerHoldsTheClock) {
 
 TEST(TimelineTest, WhileOneRankIsOutRanksThatGoIdleAreReleasedAtOnce) {
   Fixture tl(3, 16, std::chrono::milliseconds(5));
-  double earliest = -1;
-  for (int r = 0; r < 3; ++r) ASSERT_EQ(tl[r].activate(&earliest), Status::Success);
+  tl.activateAll();
   std::vector<int> wake;
   ASSERT_EQ(tl[2].setIdle(10e-6, 0, &wake), Status::Success);
   publish(tl[0], 40e-6);
