@@ -325,7 +325,7 @@ Status runUntilDone(std::vector<CollJob>& colls, std::vector<P2PJob>& p2ps,
     for (const P2POp& op : j.ops) {
       size_t i = p2pOps.size();
       transport::Request* r = &p2pReqs[i];
-      r->vstart = j.transport->clock();
+      r->vstart = j.vstart;
       if (op.isSend) j.bytesSent += op.bytes;
       p2pOps.emplace_back(&j, &op);
       if (op.isSend) NLCHECK(j.transport->postSend(op.peer, op.tag, sources[i], op.bytes, r));

@@ -67,7 +67,6 @@ Status NeuronLinkTransport::postSend(int peer, uint64_t tag, const void* buf, si
   p.isSend = true;
   p.peer = peer;
   p.tag = tag;
-  p.bytes = bytes;
   p.user = req;
   p.start = std::max(req->vstart, earliest_);
   p.rec = {p.start, bytes, tag, monotonicNs(), me, peer, req->remoteReduces ? 1u : 0u, 0};
@@ -89,10 +88,8 @@ Status NeuronLinkTransport::postRecv(int peer, uint64_t tag, void* buf, size_t b
   NLCHECK(activate());
   Pending& p = pending_.emplace_back();
   p.isSend = false;
-  p.reduce = reducer != nullptr;
   p.peer = peer;
   p.tag = tag;
-  p.bytes = bytes;
   p.user = req;
   p.start = std::max(req->vstart, earliest_);
   auto found = unmatchedRecords_.find({peer, tag});

@@ -59,10 +59,8 @@ class NeuronLinkTransport final : public Transport {
  private:
   struct Pending {
     bool isSend = false;
-    bool reduce = false;
     int peer = 0;
     uint64_t tag = 0;
-    size_t bytes = 0;
     double start = 0;       ///< virtual post time (the engine's, or later after a release)
     Request* user = nullptr;
     Request dataReq;        ///< the inner transport's

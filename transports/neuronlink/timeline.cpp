@@ -48,7 +48,6 @@ struct Timeline::Header {
   double maxHorizon;  ///< largest horizon any rank has viewed
   uint64_t count;     ///< records appended
   double jump;        ///< every record starting at or before it is in the log (see tryJump)
-  int64_t jumpEpoch;  ///< jumps so far
   uint64_t version;   ///< bumped when the clock moves or the log grows (read without the lock)
 };
 
@@ -216,7 +215,6 @@ Status Timeline::view(View* out, std::vector<int>* wake) {
   out->count = h_->count;
   out->incoming = ranks_[rank_].incoming;
   out->jump = h_->jump;
-  out->jumpEpoch = h_->jumpEpoch;
   unlock();
   return Status::Success;
 }
@@ -344,7 +342,6 @@ Status Timeline::tryJump(const View& seen, const std::vector<double>& lastFinish
     const double j = settleUntilFinish();
     if (std::isfinite(j) && j > h_->jump) {
       h_->jump = j;
-      ++h_->jumpEpoch;
       bump();
       h_->maxHorizon = std::max(h_->maxHorizon, j);
       for (int r = 0; r < nranks_; ++r) ranks_[r].blockedAt = -1;

@@ -67,7 +67,6 @@ class Timeline {
     uint64_t count = 0;     ///< records appended so far: all those starting before the horizon
     uint32_t incoming = 0;  ///< records for this rank so far (pass back to publish())
     double jump = 0;        ///< records starting at or before it are all in the log too
-    int64_t jumpEpoch = 0;
     /// How far a replica may settle: max(horizon, jump).
     double effective() const { return horizon > jump ? horizon : jump; }
   };
@@ -112,8 +111,6 @@ class Timeline {
   /// the same value last time (and nothing else changed for it) has nothing new to settle.
   uint64_t version() const;
 
-  int rank() const { return rank_; }
-  int nranks() const { return nranks_; }
 
  private:
   struct Header;
