@@ -10,12 +10,13 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "kernels/reduce.hpp"
 #include "util/status.hpp"
 
 namespace nlccl::transport {
 
-/// dst[i] = dst[i] op src[i] for `count` elements (see engine/reduce.hpp for the kernels).
-using ReduceFn = void (*)(void* dst, const void* src, size_t count);
+/// dst[i] = dst[i] op src[i] for `count` elements (the kernels of kernels/reduce.hpp).
+using kernels::ReduceFn;
 
 /// Reduce-on-arrival for a receive: the element size and the kernel. Without `src` the receiver
 /// computes buf = buf op incoming; with it, buf = src op incoming (NCCL's recvReduceCopy: buf's

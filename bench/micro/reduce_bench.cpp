@@ -9,7 +9,7 @@
 #include <random>
 #include <vector>
 
-#include "engine/reduce.hpp"
+#include "kernels/reduce.hpp"
 
 namespace {
 
@@ -24,10 +24,10 @@ void bmReduce(benchmark::State& state, DataType type, RedOp op) {
   std::mt19937 rng(42);
   std::uniform_real_distribution<double> u(-4.0, 4.0);
   for (size_t i = 0; i < count; ++i) {
-    nlccl::engine::storeFromDouble(type, dst.data(), i, u(rng));
-    nlccl::engine::storeFromDouble(type, src.data(), i, u(rng) * 1e-3);
+    nlccl::kernels::storeFromDouble(type, dst.data(), i, u(rng));
+    nlccl::kernels::storeFromDouble(type, src.data(), i, u(rng) * 1e-3);
   }
-  auto fn = nlccl::engine::reduceKernel(type, op);
+  auto fn = nlccl::kernels::reduceKernel(type, op);
   for (auto _ : state) {
     fn(dst.data(), src.data(), count);
     benchmark::DoNotOptimize(dst.data());
@@ -43,13 +43,13 @@ void bmReduceCopy(benchmark::State& state, DataType type, bool fused) {
   size_t count = bytes / nlccl::dataTypeSize(type);
   std::vector<uint8_t> dst(bytes), src(bytes), in(bytes);
   for (size_t i = 0; i < count; ++i) {
-    nlccl::engine::storeFromDouble(type, src.data(), i, 1.0);
-    nlccl::engine::storeFromDouble(type, in.data(), i, 1e-3);
+    nlccl::kernels::storeFromDouble(type, src.data(), i, 1.0);
+    nlccl::kernels::storeFromDouble(type, in.data(), i, 1e-3);
   }
-  auto fn = nlccl::engine::reduceKernel(type, RedOp::Sum);
+  auto fn = nlccl::kernels::reduceKernel(type, RedOp::Sum);
   for (auto _ : state) {
     if (fused) {
-      nlccl::engine::reduceCopy(fn, dst.data(), src.data(), in.data(), count,
+      nlccl::kernels::reduceCopy(fn, dst.data(), src.data(), in.data(), count,
                                 nlccl::dataTypeSize(type));
     } else {
       std::memcpy(dst.data(), src.data(), bytes);
@@ -65,9 +65,9 @@ void bmDivide(benchmark::State& state, DataType type) {
   size_t bytes = static_cast<size_t>(state.range(0));
   size_t count = bytes / nlccl::dataTypeSize(type);
   std::vector<uint8_t> data(bytes);
-  for (size_t i = 0; i < count; ++i) nlccl::engine::storeFromDouble(type, data.data(), i, 1.0);
+  for (size_t i = 0; i < count; ++i) nlccl::kernels::storeFromDouble(type, data.data(), i, 1.0);
   for (auto _ : state) {
-    nlccl::engine::divideByCount(type, data.data(), count, 3);
+    nlccl::kernels::divideByCount(type, data.data(), count, 3);
     benchmark::DoNotOptimize(data.data());
     benchmark::ClobberMemory();
   }

@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <cstring>
 
-#include "engine/reduce.hpp"
+#include "kernels/reduce.hpp"
 #include "util/log.hpp"
 #include "util/ranges.hpp"
 
@@ -31,7 +31,7 @@ class CollRunner {
       size_t want = (maxElems * es_ + job.sliceBytes - 1) / job.sliceBytes;
       loops_ = static_cast<unsigned>(std::clamp<size_t>(want, 1, kMaxLoops));
     }
-    reducer_.fn = reduceKernel(job.dtype, job.op);
+    reducer_.fn = kernels::reduceKernel(job.dtype, job.op);
     reducer_.elemSize = es_;
     timed_ = job.transport->modelsTime();
     state_.resize(rp_.channels.size());
@@ -235,7 +235,7 @@ class CollRunner {
     req.count = p.count;
     req.root = p.root;
     size_t n = plan::outputCount(req, job_.rank);
-    if (n > 0) divideByCount(job_.dtype, job_.output, n, p.nranks);
+    if (n > 0) kernels::divideByCount(job_.dtype, job_.output, n, p.nranks);
   }
 
   CollJob& job_;

@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "engine/reduce.hpp"
+#include "kernels/reduce.hpp"
 #include "util/dtype.hpp"
 
 namespace nlccl::testing {
@@ -30,7 +30,7 @@ inline double inputValue(DataType t, RedOp op, int rank, size_t i) {
 inline void fill(DataType t, RedOp op, int rank, void* buf, size_t offset, size_t count,
                  size_t valueBase) {
   for (size_t i = 0; i < count; ++i)
-    engine::storeFromDouble(t, buf, offset + i, inputValue(t, op, rank, valueBase + i));
+    kernels::storeFromDouble(t, buf, offset + i, inputValue(t, op, rank, valueBase + i));
 }
 
 /// Reduces the ranks' values of element i with op (Avg divides at the end).
@@ -88,7 +88,7 @@ inline std::string compare(DataType t, const void* buf, size_t offset, size_t co
   double tol = tolerance(t, nranks);
   for (size_t i = 0; i < count; ++i) {
     double want = isFloating(t) ? expected[i] : wrapInteger(t, expected[i]);
-    double got = engine::loadAsDouble(t, buf, offset + i);
+    double got = kernels::loadAsDouble(t, buf, offset + i);
     double scale = std::max(1.0, std::fabs(want));
     if (!(std::fabs(got - want) <= tol * scale))
       return "element " + std::to_string(i) + ": got " + std::to_string(got) + ", expected " +

@@ -31,7 +31,7 @@
 #include "algorithms/builders.hpp"
 #include "algorithms/subgroup.hpp"
 #include "algorithms/tree_pattern.hpp"
-#include "tests/plan/issue4_common.hpp"
+#include "plan/issue4_common.hpp"
 
 namespace nlccl::issue4 {
 namespace {

@@ -5,7 +5,7 @@
 #include <gtest/gtest.h>
 
 #include "algorithms/builders.hpp"
-#include "tests/plan/issue4_common.hpp"
+#include "plan/issue4_common.hpp"
 
 namespace nlccl::issue4 {
 namespace {

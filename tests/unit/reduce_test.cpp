@@ -12,9 +12,9 @@
 #include <random>
 #include <vector>
 
-#include "engine/reduce.hpp"
+#include "kernels/reduce.hpp"
 
-namespace nlccl::engine {
+namespace nlccl::kernels {
 namespace {
 
 // ---- reference model of the small formats ----
@@ -338,7 +338,7 @@ std::vector<uint8_t> randomData(std::mt19937_64& rng, DataType t, size_t count, 
 void checkKernel(DataType t, RedOp op, const std::vector<uint8_t>& dst0,
                  const std::vector<uint8_t>& src, size_t count) {
   std::vector<uint8_t> dst = dst0;
-  transport::ReduceFn fn = reduceKernel(t, op);
+  ReduceFn fn = reduceKernel(t, op);
   ASSERT_NE(fn, nullptr);
   fn(dst.data(), src.data(), count);
   int bad = 0;
@@ -403,7 +403,7 @@ TEST_P(KernelTest, ReduceCopyEqualsCopyThenReduce) {
   std::mt19937_64 rng(static_cast<uint64_t>(t) * 31 + 3);
   const size_t es = dataTypeSize(t), block = kReduceCopyBlockBytes / es;
   for (RedOp op : kAllOps) {
-    transport::ReduceFn fn = reduceKernel(t, op);
+    ReduceFn fn = reduceKernel(t, op);
     for (size_t count : {size_t(0), size_t(1), size_t(7), block - 1, block, block + 1,
                          3 * block + 5}) {
       SCOPED_TRACE(testing::Message() << redOpName(op) << " count=" << count);
@@ -492,4 +492,4 @@ TEST(Kernels, Table) {
 }
 
 }  // namespace
-}  // namespace nlccl::engine
+}  // namespace nlccl::kernels

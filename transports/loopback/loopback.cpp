@@ -2,7 +2,7 @@
 
 #include <cstring>
 
-#include "engine/reduce.hpp"
+#include "kernels/reduce.hpp"
 #include "util/log.hpp"
 
 namespace nlccl::transport {
@@ -29,7 +29,7 @@ void LoopbackTransport::deliver(const LoopbackFabric::Pending& send,
   } else if (recv.reduce) {
     const Reducer& red = recv.reducer;
     if (red.src)  // buf = src op incoming, in one sweep
-      engine::reduceCopy(red.fn, recv.buf, red.src, send.buf, recv.bytes / red.elemSize,
+      kernels::reduceCopy(red.fn, recv.buf, red.src, send.buf, recv.bytes / red.elemSize,
                          red.elemSize);
     else
       red.fn(recv.buf, send.buf, recv.bytes / red.elemSize);

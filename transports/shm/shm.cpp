@@ -7,7 +7,7 @@
 #include <cinttypes>
 #include <cstring>
 
-#include "engine/reduce.hpp"
+#include "kernels/reduce.hpp"
 #include "util/futex.hpp"
 #include "util/log.hpp"
 #include "util/process.hpp"
@@ -35,7 +35,7 @@ ShmTransport::~ShmTransport() {
 void ShmTransport::deliver(const RecvOp& r, size_t offset, const char* src, size_t bytes) {
   if (bytes == 0) return;
   if (r.reduce && r.reducer.src)  // buf = local operand op incoming, in one sweep
-    engine::reduceCopy(r.reducer.fn, r.buf + offset,
+    kernels::reduceCopy(r.reducer.fn, r.buf + offset,
                        static_cast<const char*>(r.reducer.src) + offset, src,
                        bytes / r.reducer.elemSize, r.reducer.elemSize);
   else if (r.reduce)

@@ -15,20 +15,22 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "transports/transport.hpp"
 #include "util/dtype.hpp"
 
-namespace nlccl::engine {
+namespace nlccl::kernels {
+
+/// dst[i] = dst[i] op src[i] for `count` elements.
+using ReduceFn = void (*)(void* dst, const void* src, size_t count);
 
 /// The kernel for (type, op); Avg returns the Sum kernel. Never null for valid enums.
-transport::ReduceFn reduceKernel(DataType type, RedOp op);
+ReduceFn reduceKernel(DataType type, RedOp op);
 
 /// dst = src op incoming for `count` elements of `elemSize` bytes, with `fn` from reduceKernel:
 /// block by block (kReduceCopyBlockBytes, cache-sized), src's block is copied into dst and then
 /// `fn(dst, incoming)` runs on it while it is still in cache, so memory is swept once (read src,
 /// read incoming, write dst) instead of twice. dst may be src (then this is fn(dst, incoming));
 /// otherwise no two of the buffers may overlap. Element order and rounding are fn's.
-void reduceCopy(transport::ReduceFn fn, void* dst, const void* src, const void* incoming,
+void reduceCopy(ReduceFn fn, void* dst, const void* src, const void* incoming,
                 size_t count, size_t elemSize);
 constexpr size_t kReduceCopyBlockBytes = 16 * 1024;
 
@@ -57,4 +59,4 @@ uint8_t floatToFp8e5m2(float f);
 double loadAsDouble(DataType type, const void* buf, size_t i);
 void storeFromDouble(DataType type, void* buf, size_t i, double v);
 
-}  // namespace nlccl::engine
+}  // namespace nlccl::kernels

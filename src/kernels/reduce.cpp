@@ -2,7 +2,7 @@
 // over restrict pointers with branch-free bodies (selects, not branches), so that g++ -O3
 // auto-vectorises it; the conversions are therefore written with bit arithmetic and ternaries
 // rather than lookup tables or early returns.
-#include "engine/reduce.hpp"
+#include "kernels/reduce.hpp"
 
 #include <algorithm>
 #include <bit>
@@ -23,7 +23,7 @@
 #define NLCCL_KERNEL_ATTR
 #endif
 
-namespace nlccl::engine {
+namespace nlccl::kernels {
 namespace {
 
 inline uint32_t bitsOf(float f) { return std::bit_cast<uint32_t>(f); }
@@ -183,11 +183,11 @@ NLCCL_KERNEL_ATTR void kernel(void* dstv, const void* srcv, size_t count) {
 }
 
 template <class C>
-constexpr transport::ReduceFn kRow[4] = {&kernel<C, SumOp>, &kernel<C, ProdOp>,
+constexpr ReduceFn kRow[4] = {&kernel<C, SumOp>, &kernel<C, ProdOp>,
                                          &kernel<C, MaxOp>, &kernel<C, MinOp>};
 
 // Indexed by DataType then RedOp (Sum, Prod, Max, Min).
-constexpr const transport::ReduceFn* kKernels[kNumDataTypes] = {
+constexpr const ReduceFn* kKernels[kNumDataTypes] = {
     kRow<Native<int8_t>>,   kRow<Native<uint8_t>>,  kRow<Native<int32_t>>, kRow<Native<uint32_t>>,
     kRow<Native<int64_t>>,  kRow<Native<uint64_t>>, kRow<Half>,            kRow<Native<float>>,
     kRow<Native<double>>,   kRow<Bf16>,             kRow<E4m3>,            kRow<E5m2>,
@@ -237,7 +237,7 @@ T saturatingFromDouble(double v) {
 
 }  // namespace
 
-transport::ReduceFn reduceKernel(DataType type, RedOp op) {
+ReduceFn reduceKernel(DataType type, RedOp op) {
   int t = static_cast<int>(type);
   int o = static_cast<int>(op == RedOp::Avg ? RedOp::Sum : op);
   if (t < 0 || t >= kNumDataTypes || o < 0 || o >= 4) return nullptr;
@@ -249,7 +249,7 @@ transport::ReduceFn reduceKernel(DataType type, RedOp op) {
   return kKernels[t][o];
 }
 
-void reduceCopy(transport::ReduceFn fn, void* dst, const void* src, const void* incoming,
+void reduceCopy(ReduceFn fn, void* dst, const void* src, const void* incoming,
                 size_t count, size_t elemSize) {
   if (count == 0) return;
   if (dst == src) return fn(dst, incoming, count);
@@ -351,4 +351,4 @@ void storeFromDouble(DataType type, void* buf, size_t i, double v) {
   }
 }
 
-}  // namespace nlccl::engine
+}  // namespace nlccl::kernels
