@@ -11,6 +11,7 @@
 #include <cstdint>
 
 #include "kernels/reduce.hpp"
+#include "transports/time_model.hpp"
 #include "util/status.hpp"
 
 namespace nlccl::transport {
@@ -29,24 +30,15 @@ struct Reducer {
 };
 
 /// Completion record of one posted operation. The transport writes `status`, then sets `done`.
-///
-/// Virtual time (seconds; used by transports that model a fabric, e.g. neuronlink): the engine
-/// sets `vstart`, the modelled time at which the operation is posted; the transport sets `vdone`,
-/// the modelled time at which it completes (a send: delivered; a receive: arrived, not before
-/// `vstart`). Transports without a model leave vdone = vstart. `remoteReduces` (set by the
-/// engine on a send) says the receiver reduces the message on arrival, which a model charges to
-/// the receiver's memory.
+/// `timing` is set by the engine only when the transport has a time model (time_model.hpp).
 struct Request {
   std::atomic<bool> done{false};
   Status status = Status::Success;
-  double vstart = 0;
-  double vdone = 0;
-  bool remoteReduces = false;
+  Timing* timing = nullptr;
   void reset() {
     done.store(false, std::memory_order_relaxed);
     status = Status::Success;
-    vstart = vdone = 0;
-    remoteReduces = false;
+    timing = nullptr;
   }
 };
 
@@ -79,16 +71,8 @@ class Transport {
   /// lets it progress has happened (the neuronlink transport's shared clock moved).
   virtual void wake(int rank) = 0;
 
-  // ---- virtual time (defaults: no model) ----
-  /// True when this transport models time; the engine then tracks vstart/vdone.
-  virtual bool modelsTime() const { return false; }
-  /// This rank's virtual clock: when its previous work finished (seconds).
-  virtual double clock() const { return 0; }
-  virtual void setClock(double) {}
-  /// Modelled duration of a local copy (or reduce) of `bytes` on this rank's device.
-  virtual double localOpTime(size_t bytes, bool reduce) const { return 0; }
-  /// Modelled start-up cost of one collective (a kernel launch).
-  virtual double launchOverhead() const { return 0; }
+  /// The fabric model's clock, for transports that model time (neuronlink); null otherwise.
+  virtual TimeModel* timeModel() { return nullptr; }
 };
 
 }  // namespace nlccl::transport

@@ -15,7 +15,7 @@
 #include <vector>
 
 #include "transports/shm/shm.hpp"
-#include "transports/shm/shm_memory.hpp"
+#include "util/shared_memory.hpp"
 
 namespace {
 
@@ -87,7 +87,7 @@ void stream(benchmark::State& state, bool shareable) {
   char* src = nullptr;
   if (shareable) {
     void* p = nullptr;
-    if (nlccl::transport::shm::memAlloc(bytes, &p) != Status::Success) {
+    if (nlccl::shmem::memAlloc(bytes, &p) != Status::Success) {
       state.SkipWithError("memAlloc failed");
       stop.store(true);
       receiver.join();
@@ -117,7 +117,7 @@ void stream(benchmark::State& state, bool shareable) {
   }
   stop.store(true);
   receiver.join();
-  if (shareable) nlccl::transport::shm::memFree(src);
+  if (shareable) nlccl::shmem::memFree(src);
   state.SetBytesProcessed(static_cast<int64_t>(state.iterations()) * static_cast<int64_t>(bytes));
 }
 

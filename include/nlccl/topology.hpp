@@ -8,7 +8,8 @@
 #include <string>
 #include <vector>
 
-#include "util/status.hpp"
+#include "nlccl/export.hpp"
+#include "nlccl/status.hpp"
 
 namespace nlccl::fabric {
 
@@ -27,6 +28,15 @@ struct ChipEngine {
   double localLatencyS = 0.0;      ///< start-up of a transfer between two ranks of one chip
   /// Outgoing data rate of the chip: engines x per-engine rate (infinite if either is).
   double dmaBps() const { return dmaEngines * dmaEngineBps; }
+  /// Seconds a local copy (HBM read + write) or reduce (two reads, one write) of `bytes` takes:
+  /// its HBM traffic at the HBM rate, or the bytes at the DMA rate, whichever binds. The one cost
+  /// of a local op: the simulator and the neuronlink transport both charge it.
+  double localOpSeconds(double bytes, bool reduce) const {
+    const double hbm = (reduce ? 3.0 : 2.0) * bytes / hbmBps;
+    const double dma = bytes / dmaBps();
+    const double t = hbm > dma ? hbm : dma;
+    return t < kInfinite ? t : 0.0;
+  }
 };
 
 enum class LevelKind : uint8_t {
@@ -69,7 +79,7 @@ struct Route {
 };
 
 /// A fabric: chips, levels, links, ranks-to-chips, simulation defaults. Immutable once loaded.
-class Topology {
+class NLCCL_MODEL_API Topology {
  public:
   /// Loads `spec`: a preset name (trn3-us144, trn3-us144-pcie, trn3-us64, trn2-us64, nvl72),
   /// `flat:<p>`, `cluster:<preset>x<N>`, or a path to a JSON file. Each override is

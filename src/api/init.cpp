@@ -245,7 +245,7 @@ NLCCL_API nlcclResult_t nlcclCommGetStats(const nlcclComm_t comm, nlcclCommStats
     core::Communicator* c = api::toComm(comm);
     core::CommStats st = c->stats();
     stats->lastModelledUs = st.lastModelledS * 1e6;
-    stats->clockUs = c->transport()->clock() * 1e6;  // also counts send/recv since then
+    stats->clockUs = c->modelledClock() * 1e6;  // also counts send/recv since then
     stats->lastBytesSent = st.lastBytesSent;
     stats->collectives = st.collectives;
     snprintf(stats->lastAlgorithm, sizeof(stats->lastAlgorithm), "%s", st.lastAlgorithm.c_str());

@@ -1,7 +1,7 @@
-// nlcclMemAlloc / nlcclMemFree: shareable memory (transports/shm/shm_memory.hpp), so that the shm
+// nlcclMemAlloc / nlcclMemFree: shareable memory (util/shared_memory.hpp), so that the shm
 // transport can let peers read a send buffer directly (single copy).
 #include "api/api.hpp"
-#include "transports/shm/shm_memory.hpp"
+#include "util/shared_memory.hpp"
 
 using namespace nlccl;
 using api::guard;
@@ -16,7 +16,7 @@ NLCCL_API nlcclResult_t nlcclMemAlloc(void** ptr, size_t size) {
       WARN("nlcclMemAlloc: size is 0");
       return Status::InvalidArgument;
     }
-    Status s = transport::shm::memAlloc(size, ptr);
+    Status s = shmem::memAlloc(size, ptr);
     if (s == Status::InvalidArgument)
       WARN("nlcclMemAlloc: size %zu is too large", size);
     else if (s != Status::Success)
@@ -29,7 +29,7 @@ NLCCL_API nlcclResult_t nlcclMemAlloc(void** ptr, size_t size) {
 NLCCL_API nlcclResult_t nlcclMemFree(void* ptr) {
   return guard(nullptr, [&] {
     if (ptr == nullptr) return Status::Success;
-    Status s = transport::shm::memFree(ptr);
+    Status s = shmem::memFree(ptr);
     if (s == Status::InvalidArgument)
       WARN("nlcclMemFree: ptr %p was not returned by nlcclMemAlloc (or was freed already)", ptr);
     return s;

@@ -34,7 +34,7 @@ Status checkSignatures(const std::vector<engine::CollJob>& colls,
     req.collective = Collective::AllGather;
     req.nranks = comm->nranks();
     req.count = sizeof(CallSignature);
-    std::shared_ptr<const plan::Plan> plan;
+    std::shared_ptr<const plan::CompiledPlan> plan;
     NLCHECK(comm->getPlan(req, "ring", &plan));
     gathered[i].resize(comm->nranks());
     engine::CollJob j;

@@ -110,7 +110,7 @@ Status allToAllvPlanned(Communicator* comm, const CollArgs& a, Stream* stream,
              rc[j], j, static_cast<size_t>(req.matrix[static_cast<size_t>(j) * p + me]));
         return Status::InvalidArgument;
       }
-    std::shared_ptr<const plan::Plan> plan;
+    std::shared_ptr<const plan::CompiledPlan> plan;
     NLCHECK(comm->getPlan(req, algo, &plan));
     size_t inTotal = 0, outTotal = 0;
     for (int j = 0; j < p; ++j) {
@@ -142,7 +142,7 @@ Status allToAllvPlanned(Communicator* comm, const CollArgs& a, Stream* stream,
           std::memcpy(recv + rd[j] * es, out + at * es, rc[j] * es);
       });
     }
-    w.scratch.push_back(comm->leaseScratch(plan->scratchCount * es + 1));
+    w.scratch.push_back(comm->leaseScratch(plan->plan().scratchCount * es + 1));
     job.scratch = w.scratch.back().get();
     w.colls.push_back(job);
     w.collComms.push_back(comm);
@@ -242,7 +242,7 @@ Status collective(Communicator* comm, const CollArgs& a, Stream* stream) {
   req.inPlace = inPlace;
   std::string algo = comm->algorithmFor(a.collective);
   if (algo == "hier") NLCHECK(hierShape(*comm, &req));
-  std::shared_ptr<const plan::Plan> plan;
+  std::shared_ptr<const plan::CompiledPlan> plan;
   NLCHECK(comm->getPlan(req, algo, &plan));
 
   const size_t es = dataTypeSize(a.dtype);
@@ -253,7 +253,7 @@ Status collective(Communicator* comm, const CollArgs& a, Stream* stream) {
   job.rank = comm->rank();
   job.input = a.send;
   job.output = a.recv;
-  work->collScratch.push_back(plan->scratchCount * es);  // leased when the work runs
+  work->collScratch.push_back(plan->plan().scratchCount * es);  // leased when the work runs
   job.dtype = a.dtype;
   job.op = a.op;
   job.transport = comm->transport();

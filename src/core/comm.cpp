@@ -47,7 +47,7 @@ std::string Communicator::algorithmFor(Collective c) const {
 }
 
 Status Communicator::getPlan(const plan::Request& req, const std::string& algo,
-                             std::shared_ptr<const plan::Plan>* out) {
+                             std::shared_ptr<const plan::CompiledPlan>* out) {
   PlanKey key{req.collective, algo,       req.nranks,    req.root, req.count,
                req.inPlace,    req.groups, req.levelAlgorithms};
   bool cacheable = req.matrix.empty();
@@ -65,8 +65,12 @@ Status Communicator::getPlan(const plan::Request& req, const std::string& algo,
     WARN("%s", error.c_str());
     return Status::InvalidArgument;
   }
-  plan::finalize(&*built);
-  auto p = std::make_shared<const plan::Plan>(std::move(*built));
+  std::shared_ptr<const plan::CompiledPlan> p;
+  if (plan::compile(std::move(*built), &p, &error) != Status::Success) {
+    WARN("%s plan of %s for %d ranks is malformed: %s", algo.c_str(),
+         collectiveName(req.collective), req.nranks, error.c_str());
+    return Status::InternalError;
+  }
   if (cacheable) {
     std::lock_guard<std::mutex> lock(planMu_);
     plans_.emplace(std::move(key), p);
@@ -89,10 +93,15 @@ void Communicator::recordCollective(const std::string& algorithm, double vstart,
                                     uint64_t bytes) {
   std::lock_guard<std::mutex> lock(statsMu_);
   stats_.lastModelledS = vend - vstart;
-  stats_.clockS = transport_ ? transport_->clock() : 0;
+  stats_.clockS = modelledClock();
   stats_.lastBytesSent = bytes;
   stats_.lastAlgorithm = algorithm;
   ++stats_.collectives;
+}
+
+double Communicator::modelledClock() const {
+  const transport::TimeModel* model = transport_ ? transport_->timeModel() : nullptr;
+  return model ? model->clock() : 0;
 }
 
 CommStats Communicator::stats() const {

@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "algorithms/selection.hpp"
-#include "plan/plan.hpp"
+#include "plan/compiled.hpp"
 #include "transports/transport.hpp"
 #include "core/rendezvous.hpp"
 #include "core/scratch_pool.hpp"
@@ -66,9 +66,9 @@ class Communicator {
   Status setAlgorithms(const std::string& spec);
   std::string algorithmFor(Collective c) const;
 
-  /// The Plan for `req` with algorithm `algo`, built once and cached.
+  /// The compiled Plan for `req` with algorithm `algo`, built and compiled once and cached.
   Status getPlan(const plan::Request& req, const std::string& algo,
-                 std::shared_ptr<const plan::Plan>* out);
+                 std::shared_ptr<const plan::CompiledPlan>* out);
 
   /// Default group sizes of `hier` (innermost first): {ranks per host, hosts} when ranks are
   /// laid out host by host in equal numbers; empty (one level) otherwise.
@@ -82,6 +82,8 @@ class Communicator {
   /// Records a finished collective job of this rank (its plan, virtual times and bytes).
   void recordCollective(const std::string& algorithm, double vstart, double vend, uint64_t bytes);
   CommStats stats() const;
+  /// The transport's modelled clock in seconds (0 when it does not model time).
+  double modelledClock() const;
 
   void setLastError(const std::string& msg);
   std::string lastError() const;
@@ -123,7 +125,7 @@ class Communicator {
     }
   };
   std::mutex planMu_;
-  std::map<PlanKey, std::shared_ptr<const plan::Plan>> plans_;
+  std::map<PlanKey, std::shared_ptr<const plan::CompiledPlan>> plans_;
   std::shared_ptr<ScratchPool> scratchPool_ = std::make_shared<ScratchPool>();
 
   std::atomic<uint64_t> collSeq_{0};

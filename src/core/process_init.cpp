@@ -6,7 +6,7 @@
 #include "core/init.hpp"
 #include "transports/neuronlink/neuronlink.hpp"
 #include "transports/shm/shm.hpp"
-#include "transports/shm/shm_memory.hpp"
+#include "util/shared_memory.hpp"
 #include "util/log.hpp"
 
 namespace nlccl::core {
@@ -44,13 +44,13 @@ Status sharedTimeline(bootstrap::Bootstrap& bs, std::unique_ptr<transport::Timel
     s = transport::timelineIdleGrace(&grace);
     const size_t bytes = transport::Timeline::bytesFor(nranks, transport::timelineCapacity());
     void* p = nullptr;
-    if (s == Status::Success) s = transport::shm::memAlloc(bytes, &p);
+    if (s == Status::Success) s = shmem::memAlloc(bytes, &p);
     if (s == Status::Success) {
-      mem = std::shared_ptr<void>(p, [](void* q) { transport::shm::memFree(q); });
+      mem = std::shared_ptr<void>(p, [](void* q) { shmem::memFree(q); });
       s = transport::Timeline::format(p, bytes, nranks, transport::timelineCapacity(), grace);
     }
-    transport::shm::AllocationRef ref;
-    if (s == Status::Success && !transport::shm::findAllocation(p, bytes, &ref))
+    shmem::AllocationRef ref;
+    if (s == Status::Success && !shmem::findAllocation(p, bytes, &ref))
       s = Status::InternalError;
     mine = {static_cast<int32_t>(getpid()), ref.fd, ref.id, ref.size, static_cast<int32_t>(s)};
   }
@@ -60,8 +60,8 @@ Status sharedTimeline(bootstrap::Bootstrap& bs, std::unique_ptr<transport::Timel
   if (w.status != 0) return static_cast<Status>(w.status);
   void* base = mem.get();
   if (rank != 0) {
-    auto map = std::make_shared<transport::shm::RemoteMapping>();
-    NLCHECK(transport::shm::RemoteMapping::open(w.pid, w.fd, w.id, w.size, map.get(), true));
+    auto map = std::make_shared<shmem::RemoteMapping>();
+    NLCHECK(shmem::RemoteMapping::open(w.pid, w.fd, w.id, w.size, map.get(), true));
     base = map->writableData();
     mem = std::shared_ptr<void>(map, base);  // keeps the mapping alive
   }

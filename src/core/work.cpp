@@ -82,7 +82,7 @@ Status Work::execute() {
   if (s == Status::Success) {
     for (auto& f : finish) f();
     for (size_t i = 0; i < colls.size(); ++i)
-      collComms[i]->recordCollective(colls[i].plan->algorithm, colls[i].vstart, colls[i].vend,
+      collComms[i]->recordCollective(colls[i].plan->plan().algorithm, colls[i].vstart, colls[i].vend,
                                      colls[i].bytesSent);
     for (const engine::P2PJob& j : p2ps) {
       if (j.collectiveAlgorithm == nullptr) continue;

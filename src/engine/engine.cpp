@@ -2,7 +2,9 @@
 
 #include <algorithm>
 #include <cstring>
+#include <optional>
 
+#include "engine/step_clock.hpp"
 #include "kernels/reduce.hpp"
 #include "util/log.hpp"
 #include "util/ranges.hpp"
@@ -15,66 +17,55 @@ using Clock = std::chrono::steady_clock;
 using plan::Region;
 using plan::XferKind;
 
-constexpr unsigned kMaxLoops = 64;
+constexpr int kMaxLoops = 64;
 
-/// Runs one rank's Plan: channels concurrently, each channel's steps in order, every step cut into
-/// `loops` proportional slices that pipeline (loop k step s after loop k step s-1 and loop k-1
-/// step s).
+/// Runs one rank's part of a compiled Plan. Every step instance (step, loop) starts when the
+/// compiled form's pipelining rule allows it, posts its transfers' slices, completes when they
+/// have, then runs its local ops. A step has at most one loop in flight (loop k waits for loop
+/// k-1), so transfer state is kept per transfer. Virtual time, when the transport models it, is
+/// the StepClock's business alone.
 class CollRunner {
  public:
-  explicit CollRunner(CollJob& job) : job_(job), rp_(job.plan->ranks.at(job.rank)) {
+  explicit CollRunner(CollJob& job)
+      : job_(job), cp_(*job.plan), first_(cp_.rankSteps(job.rank).first),
+        last_(cp_.rankSteps(job.rank).second) {
     es_ = dataTypeSize(job.dtype);
-    loops_ = 1;
-    if (job.plan->pipelinable && job.sliceBytes > 0) {
-      // The largest transfer of the whole Plan, so that every rank cuts the same slices.
-      size_t maxElems = job.plan->maxTransferCount;
-      size_t want = (maxElems * es_ + job.sliceBytes - 1) / job.sliceBytes;
-      loops_ = static_cast<unsigned>(std::clamp<size_t>(want, 1, kMaxLoops));
-    }
+    loops_ = cp_.loops(job.sliceBytes, es_, kMaxLoops);
     reducer_.fn = kernels::reduceKernel(job.dtype, job.op);
     reducer_.elemSize = es_;
-    timed_ = job.transport->modelsTime();
-    state_.resize(rp_.channels.size());
-    for (size_t c = 0; c < state_.size(); ++c) {
-      state_[c].resize(loops_);
-      if (timed_)
-        for (auto& ls : state_[c]) ls.stepDone.assign(rp_.channels[c].steps.size(), job.vstart);
+    model_ = job.transport->timeModel();
+    started_.assign(static_cast<size_t>(last_ - first_), 0);
+    completed_.assign(static_cast<size_t>(last_ - first_), 0);
+    if (last_ > first_) {
+      firstXfer_ = cp_.steps()[first_].firstXfer;
+      const plan::StepInfo& lastStep = cp_.steps()[last_ - 1];
+      xfers_.reset(new Xfer[lastStep.firstXfer + lastStep.numXfers - firstXfer_]);
     }
+    if (model_) clock_.emplace(cp_, job.rank, loops_, job.vstart);
     job.vend = job.vstart;
   }
 
-  bool done() const {
-    for (size_t c = 0; c < state_.size(); ++c)
-      if (state_[c].back().step < rp_.channels[c].steps.size()) return false;
-    return true;
-  }
+  bool done() const { return doneSteps_ == last_ - first_; }
 
   /// Posts what may start and retires what completed; sets *progressed when anything moved.
   Status advance(bool* progressed) {
-    for (size_t c = 0; c < rp_.channels.size(); ++c) {
-      const auto& steps = rp_.channels[c].steps;
-      auto& loops = state_[c];
-      if (loops.back().step == steps.size()) continue;
-      for (unsigned l = 0; l < loops_; ++l) {
-        LoopState& ls = loops[l];
-        while (ls.step < steps.size()) {
-          const plan::Step& step = steps[ls.step];
-          if (!ls.posted) {
-            if (l > 0 && loops[l - 1].step <= ls.step) break;  // wait for the previous slice
-            if (timed_) ls.vstart = startTime(loops, l, ls.step);
-            NLCHECK(post(step, static_cast<unsigned>(c), l, ls));
-            *progressed = true;
-          }
-          bool complete = true;
-          NLCHECK(poll(step, static_cast<unsigned>(c), l, ls, &complete));
-          if (!complete) break;
-          runLocals(step, l);
-          if (timed_) finishTime(step, l, ls);
-          ++ls.step;
-          ls.posted = false;
+    for (int s = first_; s < last_; ++s) {
+      int& started = started_[s - first_];
+      int& completed = completed_[s - first_];
+      while (completed < loops_) {
+        if (started == completed) {  // idle: may the next loop start?
+          if (!cp_.mayStart(s, started, completed_.data(), first_)) break;
+          NLCHECK(post(s, started));
+          ++started;
           *progressed = true;
         }
-        if (ls.step < steps.size() && !ls.posted) break;  // later loops cannot pass this one
+        bool complete = true;
+        NLCHECK(poll(s, started - 1, &complete));
+        if (!complete) break;
+        runLocals(s, completed);
+        if (clock_) finishTime(s, completed);
+        if (++completed == loops_) ++doneSteps_;
+        *progressed = true;
       }
     }
     if (done() && !finished_) {
@@ -86,11 +77,12 @@ class CollRunner {
 
   /// Peer of the first transfer still pending (for timeout messages), or -1.
   int waitingOn() const {
-    for (size_t c = 0; c < state_.size(); ++c)
-      for (const auto& ls : state_[c])
-        if (ls.posted)
-          for (size_t i = 0; i < ls.xfers.size(); ++i)
-            if (!ls.xfers[i].finished) return rp_.channels[c].steps[ls.step].transfers[i].peer;
+    for (int s = first_; s < last_; ++s) {
+      if (started_[s - first_] == completed_[s - first_]) continue;
+      const plan::StepInfo& si = cp_.steps()[s];
+      for (int x = si.firstXfer; x < si.firstXfer + si.numXfers; ++x)
+        if (!xfers_[x - firstXfer_].finished) return cp_.transfer(x).peer;
+    }
     return -1;
   }
 
@@ -98,39 +90,11 @@ class CollRunner {
   struct Xfer {
     transport::Request req;
     transport::Request fwd;
+    transport::Timing reqTime, fwdTime;
     bool forwarding = false;
     bool finished = false;
     bool skipped = false;  ///< empty slice: nothing posted
   };
-  struct LoopState {
-    size_t step = 0;
-    bool posted = false;
-    std::vector<Xfer> xfers;
-    double vstart = 0;              ///< virtual start of the posted step
-    std::vector<double> stepDone;   ///< virtual completion of each step (timed transports)
-  };
-
-  // Virtual time follows the pipelining rule: loop l's step s starts when loop l's step s-1 and
-  // loop l-1's step s have completed (the simulator's rule, so the two agree).
-  double startTime(const std::vector<LoopState>& loops, unsigned l, size_t s) const {
-    double t = s > 0 ? loops[l].stepDone[s - 1] : job_.vstart;
-    if (l > 0) t = std::max(t, loops[l - 1].stepDone[s]);
-    return t;
-  }
-
-  void finishTime(const plan::Step& step, unsigned loop, LoopState& ls) {
-    double t = ls.vstart;
-    for (const Xfer& x : ls.xfers) {
-      if (x.skipped) continue;
-      t = std::max(t, x.req.vdone);
-      if (x.forwarding) t = std::max(t, x.fwd.vdone);
-    }
-    for (const plan::LocalOp& op : step.locals)
-      t += job_.transport->localOpTime(slice(op.src, loop).second,
-                                       op.kind == plan::LocalKind::Reduce);
-    ls.stepDone[ls.step] = t;
-    job_.vend = std::max(job_.vend, t);
-  }
 
   char* base(plan::Buffer b) const {
     switch (b) {
@@ -140,37 +104,53 @@ class CollRunner {
     }
     return nullptr;
   }
-  // Slice `loop` of region r: [offset + count*k/L, offset + count*(k+1)/L).
-  std::pair<char*, size_t> slice(const Region& r, unsigned loop) const {
-    size_t a = r.count * loop / loops_, b = r.count * (loop + 1) / loops_;
-    return {base(r.buffer) + (r.offset + a) * es_, (b - a) * es_};
+  std::pair<char*, size_t> slice(const Region& r, int loop) const {
+    size_t first = 0, n = 0;
+    plan::CompiledPlan::slice(r.count, static_cast<size_t>(loop), static_cast<size_t>(loops_),
+                              &first, &n);
+    return {base(r.buffer) + (r.offset + first) * es_, n * es_};
+  }
+  uint64_t tag(int s, int loop) const {
+    return makeCollTag(job_.seq, static_cast<unsigned>(cp_.steps()[s].channel),
+                       static_cast<unsigned>(loop));
+  }
+  /// The transport's Request for a post, with virtual time attached when there is a model.
+  transport::Request* prepare(transport::Request& r, transport::Timing& t, double start,
+                              bool remoteReduces) {
+    r.reset();
+    if (model_) {
+      t = {start, start, remoteReduces};
+      r.timing = &t;
+    }
+    return &r;
   }
 
-  Status post(const plan::Step& step, unsigned channel, unsigned loop, LoopState& ls) {
-    ls.xfers = std::vector<Xfer>(step.transfers.size());
-    ls.posted = true;
-    uint64_t tag = makeCollTag(job_.seq, channel, loop);
+  Status post(int s, int loop) {
+    const plan::StepInfo& si = cp_.steps()[s];
+    const double start = clock_ ? clock_->startOf(s, loop) : 0;
     auto* tp = job_.transport;
-    for (size_t i = 0; i < step.transfers.size(); ++i) {
-      const plan::Transfer& t = step.transfers[i];
+    for (int xi = si.firstXfer; xi < si.firstXfer + si.numXfers; ++xi) {
+      const plan::Transfer& t = cp_.transfer(xi);
       auto [ptr, bytes] = slice(t.region, loop);
-      Xfer& x = ls.xfers[i];
-      if (bytes == 0) {  // both ends compute the same empty slice: nothing to match
-        x.finished = x.skipped = true;
-        continue;
-      }
-      x.req.vstart = ls.vstart;
-      x.req.remoteReduces = t.kind == XferKind::Send && t.sentReduced;
-      if (t.kind == XferKind::Send) job_.bytesSent += bytes;
+      Xfer& x = xfers_[xi - firstXfer_];
+      x.forwarding = false;
+      x.finished = x.skipped = bytes == 0;  // both ends compute the same empty slice
+      if (x.skipped) continue;
+      const int sent = cp_.xfers()[xi].sends;
+      const bool reduced = sent >= 0 && cp_.messages()[sent].reduced;
+      transport::Request* req = prepare(x.req, x.reqTime, start, t.kind == XferKind::Send && reduced);
       switch (t.kind) {
-        case XferKind::Send: NLCHECK(tp->postSend(t.peer, tag, ptr, bytes, &x.req)); break;
+        case XferKind::Send:
+          job_.bytesSent += bytes;
+          NLCHECK(tp->postSend(t.peer, tag(s, loop), ptr, bytes, req));
+          break;
         case XferKind::Recv:
         case XferKind::RecvCopySend:
-          NLCHECK(tp->postRecv(t.peer, tag, ptr, bytes, nullptr, &x.req));
+          NLCHECK(tp->postRecv(t.peer, tag(s, loop), ptr, bytes, nullptr, req));
           break;
         case XferKind::RecvReduce:
         case XferKind::RecvReduceSend:
-          NLCHECK(tp->postRecv(t.peer, tag, ptr, bytes, &reducer_, &x.req));
+          NLCHECK(tp->postRecv(t.peer, tag(s, loop), ptr, bytes, &reducer_, req));
           break;
         case XferKind::RecvReduceCopy:
         case XferKind::RecvReduceCopySend: {
@@ -178,7 +158,7 @@ class CollRunner {
           // transport copies the Reducer, so a stack copy is enough.
           transport::Reducer fused = reducer_;
           fused.src = slice(t.src, loop).first;
-          NLCHECK(tp->postRecv(t.peer, tag, ptr, bytes, &fused, &x.req));
+          NLCHECK(tp->postRecv(t.peer, tag(s, loop), ptr, bytes, &fused, req));
           break;
         }
       }
@@ -186,9 +166,10 @@ class CollRunner {
     return Status::Success;
   }
 
-  Status poll(const plan::Step& step, unsigned channel, unsigned loop, LoopState& ls, bool* complete) {
-    for (size_t i = 0; i < ls.xfers.size(); ++i) {
-      Xfer& x = ls.xfers[i];
+  Status poll(int s, int loop, bool* complete) {
+    const plan::StepInfo& si = cp_.steps()[s];
+    for (int xi = si.firstXfer; xi < si.firstXfer + si.numXfers; ++xi) {
+      Xfer& x = xfers_[xi - firstXfer_];
       if (x.finished) continue;
       transport::Request& r = x.forwarding ? x.fwd : x.req;
       if (!r.done.load(std::memory_order_acquire)) {
@@ -196,15 +177,14 @@ class CollRunner {
         continue;
       }
       if (r.status != Status::Success) return r.status;
-      const plan::Transfer& t = step.transfers[i];
-      if (!x.forwarding && plan::forwards(t.kind)) {
+      const plan::Transfer& t = cp_.transfer(xi);
+      if (!x.forwarding && plan::forwards(t.kind)) {  // received: now send it on
         auto [ptr, bytes] = slice(t.region, loop);
         x.forwarding = true;
-        x.fwd.vstart = x.req.vdone;
-        x.fwd.remoteReduces = t.sentReduced;
+        const bool reduced = cp_.messages()[cp_.xfers()[xi].sends].reduced;
+        transport::Request* fwd = prepare(x.fwd, x.fwdTime, x.reqTime.done, reduced);
         job_.bytesSent += bytes;
-        NLCHECK(job_.transport->postSend(t.next, makeCollTag(job_.seq, channel, loop), ptr,
-                                         bytes, &x.fwd));
+        NLCHECK(job_.transport->postSend(t.next, tag(s, loop), ptr, bytes, fwd));
         *complete = false;
         continue;
       }
@@ -213,8 +193,23 @@ class CollRunner {
     return Status::Success;
   }
 
-  void runLocals(const plan::Step& step, unsigned loop) {
-    for (const plan::LocalOp& op : step.locals) {
+  void finishTime(int s, int loop) {
+    const plan::StepInfo& si = cp_.steps()[s];
+    double t = clock_->startOf(s, loop);
+    for (int xi = si.firstXfer; xi < si.firstXfer + si.numXfers; ++xi) {
+      const Xfer& x = xfers_[xi - firstXfer_];
+      if (x.skipped) continue;
+      t = std::max(t, x.reqTime.done);
+      if (x.forwarding) t = std::max(t, x.fwdTime.done);
+    }
+    for (const plan::LocalOp& op : cp_.step(s).locals)
+      t += model_->localOpTime(slice(op.src, loop).second, op.kind == plan::LocalKind::Reduce);
+    clock_->complete(s, loop, t);
+    job_.vend = std::max(job_.vend, t);
+  }
+
+  void runLocals(int s, int loop) {
+    for (const plan::LocalOp& op : cp_.step(s).locals) {
       auto [src, n] = slice(op.src, loop);
       auto [dst, m] = slice(op.dst, loop);
       if (n == 0 || src == dst) continue;
@@ -225,7 +220,7 @@ class CollRunner {
 
   void finishAvg() {
     if (job_.op != RedOp::Avg) return;
-    const plan::Plan& p = *job_.plan;
+    const plan::Plan& p = cp_.plan();
     if (p.collective != Collective::AllReduce && p.collective != Collective::ReduceScatter &&
         p.collective != Collective::Reduce)
       return;
@@ -239,12 +234,17 @@ class CollRunner {
   }
 
   CollJob& job_;
-  const plan::RankPlan& rp_;
+  const plan::CompiledPlan& cp_;
+  int first_, last_;       ///< this rank's step ids
+  int firstXfer_ = 0;      ///< its first transfer id (xfers_ is indexed from it)
   size_t es_ = 1;
-  unsigned loops_ = 1;
-  bool timed_ = false;
+  int loops_ = 1;
+  transport::TimeModel* model_ = nullptr;
+  std::optional<StepClock> clock_;
   transport::Reducer reducer_;
-  std::vector<std::vector<LoopState>> state_;
+  std::vector<int> started_, completed_;  ///< loops of each step posted / completed
+  std::unique_ptr<Xfer[]> xfers_;
+  int doneSteps_ = 0;
   bool finished_ = false;
 };
 
@@ -257,6 +257,7 @@ namespace {
 struct Batch {
   std::vector<CollRunner> runners;
   std::vector<transport::Request> p2pReqs;
+  std::vector<transport::Timing> p2pTimes;  ///< p2pReqs' virtual times (timed transports only)
   std::vector<transport::Transport*> transports;
   std::vector<std::unique_ptr<char[]>> staging;  ///< copies of sends that overlap a receive
 };
@@ -276,18 +277,20 @@ const void* sendSource(const P2POp& send, const std::vector<P2PJob>& p2ps, Batch
 }
 
 /// Moves each modelling transport's clock to the end of its rank's work in this batch.
-void advanceClocks(const std::vector<CollJob>& colls,
-                   const std::vector<std::pair<const P2PJob*, const P2POp*>>& p2pOps,
-                   const std::vector<transport::Request>& p2pReqs,
+void advanceClocks(const std::vector<CollJob>& colls, const std::vector<P2PJob>& p2ps,
+                   const std::vector<transport::Timing>& p2pTimes,
                    const std::vector<transport::Transport*>& transports) {
   for (transport::Transport* t : transports) {
-    if (!t->modelsTime()) continue;
-    double end = t->clock();
+    transport::TimeModel* m = t->timeModel();
+    if (m == nullptr) continue;
+    double end = m->clock();
     for (const CollJob& j : colls)
       if (j.transport == t) end = std::max(end, j.vend);
-    for (size_t i = 0; i < p2pOps.size(); ++i)
-      if (p2pOps[i].first->transport == t) end = std::max(end, p2pReqs[i].vdone);
-    t->setClock(end);
+    size_t i = 0;  // timings were made job by job, op by op
+    for (const P2PJob& j : p2ps)
+      for (size_t k = 0; k < j.ops.size(); ++k, ++i)
+        if (j.transport == t) end = std::max(end, p2pTimes[i].done);
+    m->setClock(end);
   }
 }
 
@@ -302,7 +305,8 @@ Status runUntilDone(std::vector<CollJob>& colls, std::vector<P2PJob>& p2ps,
   };
   for (CollJob& j : colls) {
     j.bytesSent = 0;
-    j.vstart = j.transport->modelsTime() ? j.transport->clock() + j.transport->launchOverhead() : 0;
+    const transport::TimeModel* m = j.transport->timeModel();
+    j.vstart = m ? m->clock() + m->launchOverhead() : 0;
     runners.emplace_back(j);
     addTransport(j.transport);
   }
@@ -312,6 +316,7 @@ Status runUntilDone(std::vector<CollJob>& colls, std::vector<P2PJob>& p2ps,
   for (const P2PJob& j : p2ps) nP2P += j.ops.size();
   auto& p2pReqs = batch.p2pReqs;
   p2pReqs = std::vector<transport::Request>(nP2P);
+  batch.p2pTimes.assign(nP2P, {});
   std::vector<std::pair<const P2PJob*, const P2POp*>> p2pOps;
   p2pOps.reserve(nP2P);
   // Staging copies are taken before anything is posted: a receive may land at once.
@@ -320,12 +325,16 @@ Status runUntilDone(std::vector<CollJob>& colls, std::vector<P2PJob>& p2ps,
     for (const P2POp& op : j.ops) sources.push_back(op.isSend ? sendSource(op, p2ps, batch) : nullptr);
   for (P2PJob& j : p2ps) {
     addTransport(j.transport);
-    j.vstart = j.vend = j.transport->clock();
+    const transport::TimeModel* m = j.transport->timeModel();
+    j.vstart = j.vend = m ? m->clock() : 0;
     j.bytesSent = 0;
     for (const P2POp& op : j.ops) {
       size_t i = p2pOps.size();
       transport::Request* r = &p2pReqs[i];
-      r->vstart = j.vstart;
+      if (m) {
+        batch.p2pTimes[i] = {j.vstart, j.vstart, false};
+        r->timing = &batch.p2pTimes[i];
+      }
       if (op.isSend) j.bytesSent += op.bytes;
       p2pOps.emplace_back(&j, &op);
       if (op.isSend) NLCHECK(j.transport->postSend(op.peer, op.tag, sources[i], op.bytes, r));
@@ -358,8 +367,9 @@ Status runUntilDone(std::vector<CollJob>& colls, std::vector<P2PJob>& p2ps,
     if (allDone) {
       size_t i = 0;  // requests were made job by job, op by op
       for (P2PJob& j : p2ps)
-        for (size_t k = 0; k < j.ops.size(); ++k, ++i) j.vend = std::max(j.vend, p2pReqs[i].vdone);
-      advanceClocks(colls, p2pOps, p2pReqs, transports);
+        for (size_t k = 0; k < j.ops.size(); ++k, ++i)
+          j.vend = std::max(j.vend, batch.p2pTimes[i].done);
+      advanceClocks(colls, p2ps, batch.p2pTimes, transports);
       return Status::Success;
     }
     auto now = Clock::now();

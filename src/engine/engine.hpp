@@ -9,7 +9,7 @@
 #include <memory>
 #include <vector>
 
-#include "plan/plan.hpp"
+#include "plan/compiled.hpp"
 #include "transports/transport.hpp"
 #include "util/dtype.hpp"
 #include "util/status.hpp"
@@ -18,7 +18,7 @@ namespace nlccl::engine {
 
 /// A rank's part of one collective.
 struct CollJob {
-  std::shared_ptr<const plan::Plan> plan;
+  std::shared_ptr<const plan::CompiledPlan> plan;
   int rank = 0;
   const void* input = nullptr;
   void* output = nullptr;
@@ -29,7 +29,8 @@ struct CollJob {
   uint64_t seq = 0;          ///< the communicator's collective sequence number (match tags)
   size_t sliceBytes = 0;     ///< pipeline slice size; 0 runs each step as one message
 
-  // Outputs (virtual times are set only when the transport models time; see transport.hpp).
+  // Outputs (virtual times are set only when the transport has a time model; see
+  // transports/time_model.hpp).
   double vstart = 0;         ///< modelled start (this rank's clock plus launch overhead)
   double vend = 0;           ///< modelled time at which this rank finished
   uint64_t bytesSent = 0;    ///< bytes this rank sent

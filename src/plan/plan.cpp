@@ -1,27 +1,7 @@
 #include "plan/plan.hpp"
 
 #include <algorithm>
-#include <map>
-#include <tuple>
 #include <vector>
-
-namespace nlccl {
-
-const char* collectiveName(Collective c) {
-  switch (c) {
-    case Collective::AllReduce: return "allreduce";
-    case Collective::AllGather: return "allgather";
-    case Collective::ReduceScatter: return "reducescatter";
-    case Collective::Broadcast: return "broadcast";
-    case Collective::Reduce: return "reduce";
-    case Collective::AllToAll: return "alltoall";
-    case Collective::AllToAllv: return "alltoallv";
-    case Collective::SendRecv: return "sendrecv";
-  }
-  return "unknown";
-}
-
-}  // namespace nlccl
 
 namespace nlccl::plan {
 
@@ -87,41 +67,17 @@ size_t sequentialSteps(const Plan& plan, int rank) {
   return best;
 }
 
-namespace {
-/// Sets Transfer::sentReduced: messages of a (channel, src, dst) pair match in program order,
-/// as the transports match them.
-void markReducedSends(Plan* plan) {
-  using Key = std::tuple<size_t, int, int>;  // channel, src, dst
-  std::map<Key, std::vector<Transfer*>> sends;
-  std::map<Key, std::vector<bool>> receiverReduces;
-  for (size_t r = 0; r < plan->ranks.size(); ++r) {
-    const int me = static_cast<int>(r);
-    auto& channels = plan->ranks[r].channels;
-    for (size_t c = 0; c < channels.size(); ++c)
-      for (Step& s : channels[c].steps)
-        for (Transfer& t : s.transfers) {
-          t.sentReduced = false;
-          if (receives(t.kind)) receiverReduces[{c, t.peer, me}].push_back(reducesOnArrival(t.kind));
-          if (const int to = sendTarget(t); to >= 0) sends[{c, me, to}].push_back(&t);
-        }
+const char* xferKindName(XferKind k) {
+  switch (k) {
+    case XferKind::Send: return "send";
+    case XferKind::Recv: return "recv";
+    case XferKind::RecvReduce: return "recvReduce";
+    case XferKind::RecvReduceSend: return "recvReduceSend";
+    case XferKind::RecvCopySend: return "recvCopySend";
+    case XferKind::RecvReduceCopy: return "recvReduceCopy";
+    case XferKind::RecvReduceCopySend: return "recvReduceCopySend";
   }
-  for (auto& [key, list] : sends) {
-    auto it = receiverReduces.find(key);
-    if (it == receiverReduces.end()) continue;  // an unmatched Plan: the verifier says so
-    for (size_t i = 0; i < list.size() && i < it->second.size(); ++i)
-      list[i]->sentReduced = it->second[i];
-  }
-}
-}  // namespace
-
-void finalize(Plan* plan) {
-  size_t m = 0;
-  for (const RankPlan& rp : plan->ranks)
-    for (const Channel& ch : rp.channels)
-      for (const Step& s : ch.steps)
-        for (const Transfer& t : s.transfers) m = std::max(m, t.region.count);
-  plan->maxTransferCount = m;
-  markReducedSends(plan);
+  return "?";
 }
 
 size_t elementsSent(const Plan& plan, int rank) {

@@ -10,23 +10,7 @@
 #include <string>
 #include <vector>
 
-namespace nlccl {
-
-/// The collectives a Plan can implement. SendRecv is a grouped set of point-to-point transfers.
-enum class Collective : uint8_t {
-  AllReduce,
-  AllGather,
-  ReduceScatter,
-  Broadcast,
-  Reduce,
-  AllToAll,
-  AllToAllv,
-  SendRecv,
-};
-
-const char* collectiveName(Collective c);  // "allreduce", "allgather", ...
-
-}  // namespace nlccl
+#include "nlccl/types.hpp"
 
 namespace nlccl::plan {
 
@@ -58,6 +42,9 @@ enum class XferKind : uint8_t {
   /// RecvReduceCopy from `peer` into `region`, then send `region` to `next`
   RecvReduceCopySend,
 };
+
+/// "send", "recv", "recvReduce", ... (the names of DESIGN.md 2.1, for messages).
+const char* xferKindName(XferKind k);
 
 /// True for the kinds that read Transfer::src (RecvReduceCopy, RecvReduceCopySend).
 inline bool readsSrc(XferKind k) {
@@ -92,10 +79,6 @@ struct Transfer {
   /// transfers). It may be `region` itself (then the kind acts as RecvReduce) but must not
   /// partially overlap it. Ignored (leave it default) for every other kind.
   Region src;
-  /// Derived by finalize(): the receiver of the message this transfer sends (to `peer` for Send,
-  /// to `next` for the fused kinds) reduces it on arrival. Modelling transports charge that
-  /// receiver's memory for it.
-  bool sentReduced = false;
   friend bool operator==(const Transfer&, const Transfer&) = default;
 };
 
@@ -163,16 +146,10 @@ struct Plan {
   bool inPlace = false;
   size_t scratchCount = 0;     ///< elements of scratch each rank needs (max over ranks)
   /// True when the engine may cut every region into equal proportional slices and pipeline them
-  /// as loops (DESIGN.md 2.1). Only algorithms whose steps never read data another slice wrote set it.
+  /// as loops (DESIGN.md 2.1; compiled.hpp has the rules). Only algorithms whose steps never read data another slice wrote set it.
   bool pipelinable = false;
   std::vector<RankPlan> ranks;  ///< ranks[r] is rank r's program
-  /// Largest transfer of any rank, in elements (set by finalize()): every rank derives the same
-  /// slice count from it, so slices match across ranks.
-  size_t maxTransferCount = 0;
 };
-
-/// Fills the derived fields of a freshly built Plan (maxTransferCount, Transfer::sentReduced).
-void finalize(Plan* plan);
 
 /// Elements of Input and Output for `rank` under request `req` (sizes the verifier and engine use).
 size_t inputCount(const Request& req, int rank);

@@ -8,10 +8,11 @@
 // every legal execution computes the same values, so executing that one order proves the Plan.
 #include "plan/verifier.hpp"
 
+#include "plan/compiled.hpp"
+
 #include <algorithm>
 #include <array>
 #include <cstdint>
-#include <map>
 #include <sstream>
 #include <tuple>
 #include <vector>
@@ -30,27 +31,6 @@ const char* bufferName(Buffer b) {
   }
   return "?";
 }
-
-const char* kindName(XferKind k) {
-  switch (k) {
-    case XferKind::Send:
-      return "send";
-    case XferKind::Recv:
-      return "recv";
-    case XferKind::RecvReduce:
-      return "recvReduce";
-    case XferKind::RecvReduceSend:
-      return "recvReduceSend";
-    case XferKind::RecvCopySend:
-      return "recvCopySend";
-    case XferKind::RecvReduceCopy:
-      return "recvReduceCopy";
-    case XferKind::RecvReduceCopySend:
-      return "recvReduceCopySend";
-  }
-  return "?";
-}
-
 
 std::string regionText(const Region& r) {
   std::ostringstream o;
@@ -103,8 +83,9 @@ class Verifier {
       : plan_(plan), req_(req), L_(std::max<size_t>(loops, 1)), opts_(opts) {}
 
   bool run(std::string* why) {
-    bool ok = checkShape() && matchTransfers() && checkStepRaces() && checkChannelRaces() &&
-              schedule() && checkLoopHazards() && execute() && checkOutput();
+    bool ok = checkRequest() && checkShape() && compilePlan() && takeMessages() &&
+              checkStepRaces() && checkChannelRaces() && schedule() && checkLoopHazards() &&
+              execute() && checkOutput();
     if (!ok && why) *why = error_;
     return ok;
   }
@@ -147,9 +128,11 @@ class Verifier {
   size_t node(int sid, size_t k, bool end) const { return 2 * (sid * L_ + k) + (end ? 1 : 0); }
   size_t msgNode(int m, size_t k) const { return 2 * steps_.size() * L_ + m * L_ + k; }
 
+  bool checkRequest();
+  bool compilePlan();
   bool checkShape();
   bool checkRegion(int sid, const std::string& what, const Region& reg, bool write);
-  bool matchTransfers();
+  bool takeMessages();
   bool checkStepRaces();
   bool checkChannelRaces();
   bool schedule();
@@ -168,6 +151,7 @@ class Verifier {
   int p_ = 0;
   size_t words_ = 1;
   std::string error_;
+  std::shared_ptr<const CompiledPlan> compiled_;
 
   std::vector<StepRef> steps_;
   std::vector<std::vector<int>> stepBase_;           // [rank][channel] -> first step id
@@ -196,7 +180,7 @@ bool Verifier::checkRegion(int sid, const std::string& what, const Region& reg, 
   return true;
 }
 
-bool Verifier::checkShape() {
+bool Verifier::checkRequest() {
   p_ = req_.nranks;
   if (p_ < 1) return fail("request has nranks " + std::to_string(p_));
   if (plan_.nranks != p_ || static_cast<int>(plan_.ranks.size()) != p_)
@@ -215,7 +199,18 @@ bool Verifier::checkShape() {
       (req_.root < 0 || req_.root >= p_))
     return fail("request root " + std::to_string(req_.root) + " out of range");
   words_ = (p_ + 63) / 64;
+  return true;
+}
 
+bool Verifier::compilePlan() {
+  // The Plan is the caller's: the compiled form borrows it for the verifier's lifetime.
+  std::shared_ptr<const Plan> borrowed(&plan_, [](const Plan*) {});
+  std::string why;
+  if (CompiledPlan::compile(borrowed, &compiled_, &why) != Status::Success) return fail(why);
+  return true;
+}
+
+bool Verifier::checkShape() {
   // Storage layout per rank: Input and Output share storage 0 (aliased when in place).
   inBase_.assign(p_, 0);
   outBase_.assign(p_, 0);
@@ -237,6 +232,7 @@ bool Verifier::checkShape() {
     }
   }
 
+  // Steps in the compiled form's id order (rank, channel, step), so its ids index steps_.
   stepBase_.assign(p_, {});
   for (int r = 0; r < p_; ++r) {
     const RankPlan& rp = plan_.ranks[r];
@@ -254,11 +250,7 @@ bool Verifier::checkShape() {
     const Step& st = stepOf(static_cast<int>(sid));
     for (size_t x = 0; x < st.transfers.size(); ++x) {
       const Transfer& t = st.transfers[x];
-      std::string what = "transfer " + std::to_string(x) + " (" + kindName(t.kind) + ")";
-      if (t.peer < 0 || t.peer >= p_ || t.peer == r)
-        return fail(where(sid) + ": " + what + " has peer " + std::to_string(t.peer));
-      if (forwards(t.kind) && (t.next < 0 || t.next >= p_ || t.next == r))
-        return fail(where(sid) + ": " + what + " forwards to " + std::to_string(t.next));
+      std::string what = "transfer " + std::to_string(x) + " (" + xferKindName(t.kind) + ")";
       if (!checkRegion(sid, what, t.region, receives(t.kind))) return false;
       access_[sid].push_back(place(r, t.region, receives(t.kind)));
       accessXfer_[sid].push_back(static_cast<int>(x));
@@ -303,73 +295,25 @@ bool Verifier::checkShape() {
   return true;
 }
 
-bool Verifier::matchTransfers() {
-  struct End {
-    int sid, x;
-    bool forward;
-  };
-  // FIFO queues per (channel, from, to). Plain sends are posted when their step starts, forwards
-  // only once their receive has arrived, so a step's plain sends go first.
-  std::map<std::tuple<int, int, int>, std::vector<End>> outs, ins;
+bool Verifier::takeMessages() {
+  // Matching is the compiled form's (compiled.hpp); the verifier only indexes it by step.
   recvMsg_.assign(steps_.size(), {});
   sendMsg_.assign(steps_.size(), {});
+  const auto& xf = compiled_->xfers();
   for (size_t i = 0; i < steps_.size(); ++i) {
-    int sid = static_cast<int>(i), r = steps_[i].rank, c = steps_[i].channel;
-    const Step& st = stepOf(sid);
-    recvMsg_[i].assign(st.transfers.size(), -1);
-    sendMsg_[i].assign(st.transfers.size(), -1);
-    for (size_t x = 0; x < st.transfers.size(); ++x) {
-      const Transfer& t = st.transfers[x];
-      if (t.kind == XferKind::Send)
-        outs[{c, r, t.peer}].push_back({sid, static_cast<int>(x), false});
-      else
-        ins[{c, t.peer, r}].push_back({sid, static_cast<int>(x), false});
+    const StepInfo& si = compiled_->steps()[i];
+    recvMsg_[i].resize(static_cast<size_t>(si.numXfers));
+    sendMsg_[i].resize(static_cast<size_t>(si.numXfers));
+    for (int x = 0; x < si.numXfers; ++x) {
+      recvMsg_[i][x] = xf[si.firstXfer + x].recvs;
+      sendMsg_[i][x] = xf[si.firstXfer + x].sends;
     }
-    for (size_t x = 0; x < st.transfers.size(); ++x)
-      if (forwards(st.transfers[x].kind))
-        outs[{c, r, st.transfers[x].next}].push_back({sid, static_cast<int>(x), true});
   }
-  auto describe = [&](const End& e) {
-    const Transfer& t = stepOf(e.sid).transfers[e.x];
-    std::ostringstream o;
-    o << where(e.sid) << " transfer " << e.x << " (" << kindName(t.kind) << " "
-      << (e.forward
-              ? "forwarding to rank " + std::to_string(t.next)
-              : std::string(receives(t.kind) ? "from" : "to") + " rank " + std::to_string(t.peer))
-      << ", " << t.region.count << " elements)";
-    return o.str();
-  };
-  static const std::vector<End> kNone;
-  auto check = [&](const std::tuple<int, int, int>& key) {
-    auto oi = outs.find(key), ii = ins.find(key);
-    const std::vector<End>& o = oi == outs.end() ? kNone : oi->second;
-    const std::vector<End>& in = ii == ins.end() ? kNone : ii->second;
-    auto [c, from, to] = key;
-    size_t n = std::min(o.size(), in.size());
-    for (size_t i = 0; i < n; ++i) {
-      size_t sc = stepOf(o[i].sid).transfers[o[i].x].region.count;
-      size_t rc = stepOf(in[i].sid).transfers[in[i].x].region.count;
-      if (sc != rc)
-        return fail(describe(o[i]) + " is matched (FIFO) by " + describe(in[i]) + ": sizes differ");
-      int m = static_cast<int>(msgs_.size());
-      msgs_.push_back({o[i].sid, o[i].x, o[i].forward, in[i].sid, in[i].x, -1});
-      recvMsg_[in[i].sid][in[i].x] = m;
-      sendMsg_[o[i].sid][o[i].x] = m;
-    }
-    std::string pair = " (rank " + std::to_string(from) + " posts " + std::to_string(o.size()) +
-                       " sends to rank " + std::to_string(to) + " on channel " + std::to_string(c) +
-                       ", rank " + std::to_string(to) + " posts " + std::to_string(in.size()) +
-                       " receives from it)";
-    if (o.size() > n) return fail(describe(o[n]) + " has no matching receive" + pair);
-    if (in.size() > n) return fail(describe(in[n]) + " has no matching send" + pair);
-    return true;
-  };
-  for (const auto& [key, v] : outs)
-    if (!check(key)) return false;
-  for (const auto& [key, v] : ins)
-    if (!outs.count(key) && !check(key)) return false;
-  for (Msg& m : msgs_)
-    if (m.forward) m.inMsg = recvMsg_[m.srcStep][m.srcXfer];
+  for (const Message& m : compiled_->messages()) {
+    const int from = xf[m.from].step, to = xf[m.to].step;
+    msgs_.push_back({from, m.from - compiled_->steps()[from].firstXfer, m.forward, to,
+                     m.to - compiled_->steps()[to].firstXfer, m.forward ? xf[m.from].recvs : -1});
+  }
   return true;
 }
 
@@ -430,17 +374,22 @@ bool Verifier::schedule() {
   };
   for (size_t sid = 0; sid < steps_.size(); ++sid)
     for (size_t k = 0; k < L_; ++k) {
-      int s = static_cast<int>(sid);
-      if (steps_[sid].step > 0) edge(node(s - 1, k, true), node(s, k, false));
-      if (k > 0) edge(node(s, k - 1, true), node(s, k, false));
+      const int s = static_cast<int>(sid);
+      std::pair<int, int> pred[2];
+      for (int i = 0, n = compiled_->predecessors(s, static_cast<int>(k), pred); i < n; ++i)
+        edge(node(pred[i].first, pred[i].second, true), node(s, k, false));
       edge(node(s, k, false), node(s, k, true));
     }
   for (size_t m = 0; m < msgs_.size(); ++m)
     for (size_t k = 0; k < L_; ++k) {
       const Msg& g = msgs_[m];
       size_t me = msgNode(static_cast<int>(m), k);
-      edge(g.forward ? msgNode(g.inMsg, k) : node(g.srcStep, k, false), me);
-      edge(node(g.dstStep, k, false), me);
+      // An empty slice is not sent (compiled.hpp): neither end waits for the other.
+      const size_t count = stepOf(g.srcStep).transfers[g.srcXfer].region.count;
+      if (CompiledPlan::sliceSize(count, k, L_) > 0) {
+        edge(g.forward ? msgNode(g.inMsg, k) : node(g.srcStep, k, false), me);
+        edge(node(g.dstStep, k, false), me);
+      }
       edge(me, node(g.srcStep, k, true));
       edge(me, node(g.dstStep, k, true));
     }
@@ -488,7 +437,7 @@ bool Verifier::schedule() {
           int rm = recvMsg_[sid][x], sm = sendMsg_[sid][x];
           if (rm >= 0 && !done[msgNode(rm, k)])
             msg +=
-                " (" + std::string(kindName(t.kind)) + " from rank " + std::to_string(t.peer) + ")";
+                " (" + std::string(xferKindName(t.kind)) + " from rank " + std::to_string(t.peer) + ")";
           if (sm >= 0 && !done[msgNode(sm, k)])
             msg += std::string(" (") + (forwards(t.kind) ? "forward" : "send") + " to rank " +
                    std::to_string(forwards(t.kind) ? t.next : t.peer) + ")";
@@ -507,7 +456,7 @@ bool Verifier::checkLoopHazards() {
   auto sliced = [&](const Access& a, size_t k) {
     Access b = a;
     size_t first;
-    sliceOf(a.count, k, L_, &first, &b.count);
+    CompiledPlan::slice(a.count, k, L_, &first, &b.count);
     b.off += first;
     b.region.offset += first;
     b.region.count = b.count;
@@ -543,7 +492,7 @@ bool Verifier::checkLoopHazards() {
 bool Verifier::moveValues(int dstRank, const Access& dst0, int srcRank, const Access& src0,
                           size_t k, bool reduce, int sid, const std::string& item) {
   size_t first, n;
-  sliceOf(dst0.count, k, L_, &first, &n);
+  CompiledPlan::slice(dst0.count, k, L_, &first, &n);
   const size_t d0 = dst0.off + first, s0 = src0.off + first;
   Mem& dm = mem_[dstRank][dst0.store];
   const Mem& sm = mem_[srcRank][src0.store];
@@ -581,7 +530,7 @@ bool Verifier::moveValues(int dstRank, const Access& dst0, int srcRank, const Ac
 bool Verifier::checkInitialized(int rank, const Access& a, size_t k, int sid,
                                 const std::string& item) {
   size_t first, n;
-  sliceOf(a.count, k, L_, &first, &n);
+  CompiledPlan::slice(a.count, k, L_, &first, &n);
   const Mem& m = mem_[rank][a.store];
   for (size_t i = 0; i < n; ++i)
     if (m.idx[a.off + first + i] < 0)
@@ -611,7 +560,7 @@ bool Verifier::execute() {
       const Transfer& st = stepOf(g.srcStep).transfers[g.srcXfer];
       const Transfer& rt = stepOf(g.dstStep).transfers[g.dstXfer];
       int sr = steps_[g.srcStep].rank, rr = steps_[g.dstStep].rank;
-      std::string item = "transfer " + std::to_string(g.dstXfer) + " (" + kindName(rt.kind) +
+      std::string item = "transfer " + std::to_string(g.dstXfer) + " (" + xferKindName(rt.kind) +
                          " from rank " + std::to_string(sr) + ")";
       // region = src op incoming: the local source lands first (it must hold data), then the
       // incoming values are reduced into it as on any reduce on arrival.

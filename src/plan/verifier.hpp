@@ -45,18 +45,12 @@ bool verify(const Plan& plan, const Request& req, const VerifyOptions& opts, std
 /// Verifies one execution of `plan` with every region cut into `loops` proportional slices run as
 /// pipelined loops: loop k step s may start once loop k step s-1 and loop k-1 step s have
 /// completed; every interleaving allowed by that rule (and by message order) must be correct.
-/// Slice k of a message matches slice k of its receive (the engine keeps loops apart). Hazards are
+/// Slice k of a message matches slice k of its receive (the engine keeps loops apart). Matching,
+/// slicing and the pipelining rule are the compiled form's (compiled.hpp). Hazards are
 /// judged on the exact happens-before relation for Plans of up to a few thousand step instances
 /// and conservatively (loop rule only) beyond. loops = 1 is the plain execution. Ignores
 /// Plan::pipelinable.
 bool verifyLoops(const Plan& plan, const Request& req, size_t loops, std::string* why = nullptr,
                  const VerifyOptions& opts = {});
-
-/// Slice `k` of `loops` of a region of `count` elements: [first, first + size) relative to the
-/// region's offset. Slices of equal-sized regions line up; they differ in size by at most one.
-inline void sliceOf(size_t count, size_t k, size_t loops, size_t* first, size_t* size) {
-  *first = count * k / loops;
-  *size = count * (k + 1) / loops - *first;
-}
 
 }  // namespace nlccl::plan

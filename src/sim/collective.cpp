@@ -1,8 +1,8 @@
 // simulateCollective: a collective by algorithm name, through the algorithm registry. A separate
 // library (nlccl_sim_collective) so that nlccl_sim itself depends only on plan and fabric.
 #include "algorithms/algorithms.hpp"
-#include "nlccl/sim.hpp"
-#include "util/log.hpp"
+#include "sim/simulate.hpp"
+#include "util/dtype.hpp"
 
 namespace nlccl::sim {
 
@@ -24,6 +24,13 @@ plan::Request requestFor(const fabric::Topology& topo, const CollectiveRun& run,
   return req;
 }
 
+std::vector<std::string> algorithms(Collective c) {
+  std::vector<std::string> names{algo::defaultAlgorithm(c)};
+  for (const algo::Entry& e : algo::registry())
+    if (e.collective == c && names.front() != e.name) names.push_back(e.name);
+  return names;
+}
+
 Status simulateCollective(const fabric::Topology& topo, const CollectiveRun& run,
                           const Options& opts, Result* out, std::string* error) {
   const size_t es = dataTypeSize(opts.dtype);
@@ -40,7 +47,6 @@ Status simulateCollective(const fabric::Topology& topo, const CollectiveRun& run
   std::optional<plan::Plan> plan = algo::build(req, name, &err);
   if (!plan) {
     if (error) *error = err;
-    log::setLastError(err);
     return Status::InvalidArgument;
   }
   Options o = opts;

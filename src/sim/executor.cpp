@@ -1,56 +1,52 @@
-// Executes a Plan on the fabric model (DESIGN.md 2.1 and 6): steps post all their transfers at
-// once and complete when every transfer has arrived (sends: delivered), then run their local ops;
-// channels run concurrently; sends and receives of a pair on a channel match in FIFO order; fused
-// receive-and-send transfers forward once their receive has arrived; a pipelinable Plan is cut into
-// loops, and loop k of step s starts after loop k of step s-1 and loop k-1 of step s. Sends are
-// eager: a message arrives at max(data done + route latency) whether or not the receive is posted,
-// and a receive posted later completes when posted.
+// Executes a compiled Plan on the fabric model (DESIGN.md 2.1 and 6). Matching, slicing, the loop
+// count and the pipelining rule are the compiled form's (plan/compiled.hpp); what is the
+// simulator's own is time: steps post all their transfers at once and complete when every
+// transfer has arrived (sends: delivered), then run their local ops (ChipEngine::localOpSeconds);
+// channels run concurrently; fused receive-and-send transfers forward once their receive has
+// arrived. Sends are eager: a message arrives at max(data done + route latency) whether or not
+// the receive is posted, and a receive posted later completes when posted.
 #include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <limits>
 #include <queue>
 
-#include "nlccl/sim.hpp"
-#include "sim/flow_network.hpp"
+#include "fabric/flow_network.hpp"
+#include "sim/simulate.hpp"
+#include "util/dtype.hpp"
 #include "util/log.hpp"
 
 namespace nlccl::sim {
 
 namespace {
 
+using fabric::FlowNetwork;
+using fabric::Use;
 constexpr double kInf = std::numeric_limits<double>::infinity();
 using plan::XferKind;
 
-// RecvReduceCopy (region = src op incoming) is charged exactly as a reduce on arrival: per byte
-// received the receiver's HBM reads the local operand (src instead of region) and the incoming
-// byte and writes the region, hbmBytesPerReducedByte in both cases; links and the sender's DMA
-// see the same bytes. Only the separate local copy it replaces is gone.
-using plan::reducesOnArrival;
+// A message the receiver reduces on arrival (Message::reduced, RecvReduceCopy included: region =
+// src op incoming) charges the receiver's HBM hbmBytesPerReducedByte per byte (read the local
+// operand, write the result); links and the sender's DMA see the same bytes either way.
 
+// Per step instance state; the step's structure (rank, channel, neighbours, transfers) is the
+// compiled form's.
 struct StepRec {
-  int rank, channel, index;
-  int x0, nx;        // transfers [x0, x0 + nx)
-  int prev, next;    // neighbouring steps of the channel (-1 at the ends)
-  int items;         // completion items: 1 per send / receive, 2 per fused transfer
-  double localS;     // local ops of the whole (unsliced) step
+  int items = 0;       // completion items: 1 per send / receive, 2 per fused transfer
+  double localS = 0;   // local ops of the whole (unsliced) step
   int started = 0, completed = 0, pending = 0;
 };
 
-// Kept small (32 bytes): at 9,216 ranks there are millions and the simulator is memory bound.
+// Kept small: at 9,216 ranks there are millions and the simulator is memory bound.
 struct XferRec {
-  size_t count;
-  double latency;  // route latency, < 0 until first used
-  int step;
-  int match;       // send side: the receiving transfer it is matched with
-  int arrived;     // receive side: loops arrived
-  XferKind kind;
+  double latency = -1;  // route latency (sending side), < 0 until first used
+  int arrived = 0;      // receiving side: loops whose data has arrived (arrivals come in order)
 };
 
 class Executor {
  public:
-  Executor(const fabric::Topology& topo, const plan::Plan& plan, const Options& opts)
-      : topo_(topo), plan_(plan), opts_(opts), es_(dataTypeSize(opts.dtype)) {}
+  Executor(const fabric::Topology& topo, const plan::CompiledPlan& cp, const Options& opts)
+      : topo_(topo), cp_(cp), plan_(cp.plan()), opts_(opts), es_(dataTypeSize(opts.dtype)) {}
 
   Status run(Result* out, std::string* error);
 
@@ -58,11 +54,15 @@ class Executor {
   Status build(std::string* error);
   void chooseLoops();
   void setupResources();
-  double sliceBytes(const XferRec& x, int k) const {
-    const size_t a = x.count * static_cast<size_t>(k) / loops_;
-    const size_t b = x.count * static_cast<size_t>(k + 1) / loops_;
-    return static_cast<double>((b - a) * es_);
+  double sliceBytes(int x, int k) const {
+    return static_cast<double>(plan::CompiledPlan::sliceSize(cp_.transfer(x).region.count,
+                                                             static_cast<size_t>(k),
+                                                             static_cast<size_t>(loops_)) *
+                               es_);
   }
+  int rankOf(int x) const { return cp_.steps()[cp_.xfers()[x].step].rank; }
+  /// The receiving transfer of the message transfer x sends.
+  int receiverOf(int x) const { return cp_.messages()[cp_.xfers()[x].sends].to; }
   void tryStart(int s, int k, double t);
   void startStep(int s, int k, double t);
   void recvDone(int x, int k, double t);
@@ -81,6 +81,7 @@ class Executor {
   };
 
   const fabric::Topology& topo_;
+  const plan::CompiledPlan& cp_;
   const plan::Plan& plan_;
   const Options& opts_;
   size_t es_;
@@ -88,6 +89,7 @@ class Executor {
   std::vector<StepRec> steps_;
   std::vector<XferRec> xfers_;
   std::vector<double> rankFinish_;
+  std::vector<double> rankBytes_;
   std::vector<double> sendStart_;  // per transfer, only when tracing
   std::priority_queue<Ev, std::vector<Ev>, std::greater<>> queue_;
   FlowNetwork net_;
@@ -102,111 +104,21 @@ class Executor {
 
 Status Executor::build(std::string* error) {
   const int p = plan_.nranks;
-  if (p < 1 || static_cast<int>(plan_.ranks.size()) != p) {
-    *error = "plan has no ranks or ranks.size() != nranks";
-    return Status::InvalidArgument;
-  }
   if (p > topo_.numRanks()) {
     *error = "plan has " + std::to_string(p) + " ranks but topology " + topo_.name() + " holds " +
              std::to_string(topo_.numRanks());
     return Status::InvalidArgument;
   }
-  // FIFO matching per (channel, src, dst): list both sides in program order, sort by key
-  // (stable, so program order survives) and pair them off.
-  struct Side {
-    uint64_t key;
-    int xid;
-    bool operator<(const Side& o) const { return key < o.key; }
-  };
-  std::vector<Side> sends, recvs;
-  size_t nSteps = 0, nXfers = 0;
-  for (const plan::RankPlan& rp : plan_.ranks)
-    for (const plan::Channel& ch : rp.channels) {
-      nSteps += ch.steps.size();
-      for (const plan::Step& st : ch.steps) nXfers += st.transfers.size();
-    }
-  steps_.reserve(nSteps);
-  xfers_.reserve(nXfers);
-  sends.reserve(nXfers);
-  recvs.reserve(nXfers);
-  auto key = [p](int src, int dst, int ch) {
-    return (static_cast<uint64_t>(ch) * p + src) * p + static_cast<uint64_t>(dst);
-  };
-  for (int r = 0; r < p; ++r) {
-    const auto& chans = plan_.ranks[r].channels;
-    for (int c = 0; c < static_cast<int>(chans.size()); ++c) {
-      int prev = -1;
-      for (int i = 0; i < static_cast<int>(chans[c].steps.size()); ++i) {
-        const plan::Step& st = chans[c].steps[i];
-        StepRec rec{r, c, i, static_cast<int>(xfers_.size()), static_cast<int>(st.transfers.size()),
-                    prev, -1, 0, 0.0};
-        const int sid = static_cast<int>(steps_.size());
-        if (prev >= 0) steps_[prev].next = sid;
-        for (const plan::Transfer& t : st.transfers) {
-          const int xid = static_cast<int>(xfers_.size());
-          xfers_.push_back(XferRec{t.region.count, -1.0, sid, -1, 0, t.kind});
-          const int target = plan::sendTarget(t);
-          if (t.kind == XferKind::Send || plan::forwards(t.kind)) {
-            if (target < 0 || target >= p || target == r) {
-              *error = "rank " + std::to_string(r) + " sends to invalid peer " + std::to_string(target);
-              return Status::InvalidArgument;
-            }
-            sends.push_back({key(r, target, c), xid});
-          }
-          if (plan::receives(t.kind)) {
-            if (t.peer < 0 || t.peer >= p || t.peer == r) {
-              *error = "rank " + std::to_string(r) + " receives from invalid peer " +
-                       std::to_string(t.peer);
-              return Status::InvalidArgument;
-            }
-            recvs.push_back({key(t.peer, r, c), xid});
-          }
-          rec.items += plan::forwards(t.kind) ? 2 : 1;
-        }
-        // Local ops: HBM traffic (copy reads + writes, reduce reads two and writes one) at the
-        // HBM rate, or the DMA rate, whichever binds.
-        const fabric::ChipEngine& eng = topo_.chip();
-        for (const plan::LocalOp& op : st.locals) {
-          const double bytes = static_cast<double>(op.src.count * es_);
-          const double hbm = (op.kind == plan::LocalKind::Copy ? 2.0 : 3.0) * bytes / eng.hbmBps;
-          rec.localS += std::max(hbm, bytes / eng.dmaBps());
-        }
-        steps_.push_back(rec);
-        prev = sid;
-      }
-    }
-  }
-  std::stable_sort(sends.begin(), sends.end());
-  std::stable_sort(recvs.begin(), recvs.end());
-  size_t i = 0, j = 0;
-  while (i < sends.size() || j < recvs.size()) {
-    const uint64_t k = i < sends.size() && (j >= recvs.size() || sends[i].key <= recvs[j].key)
-                           ? sends[i].key
-                           : recvs[j].key;
-    size_t i1 = i, j1 = j;
-    while (i1 < sends.size() && sends[i1].key == k) ++i1;
-    while (j1 < recvs.size() && recvs[j1].key == k) ++j1;
-    const int src = static_cast<int>(k / p % p), dst = static_cast<int>(k % p);
-    if (i1 - i != j1 - j) {
-      *error = "unmatched transfers: rank " + std::to_string(src) + " sends " +
-               std::to_string(i1 - i) + " messages to rank " + std::to_string(dst) +
-               " on channel " + std::to_string(k / p / p) + ", which receives " +
-               std::to_string(j1 - j);
-      return Status::InvalidArgument;
-    }
-    for (size_t m = 0; m < i1 - i; ++m) {
-      XferRec& sx = xfers_[sends[i + m].xid];
-      const XferRec& rx = xfers_[recvs[j + m].xid];
-      if (sx.count != rx.count) {
-        *error = "message " + std::to_string(m) + " from rank " + std::to_string(src) + " to " +
-                 std::to_string(dst) + " sends " + std::to_string(sx.count) +
-                 " elements into a receive of " + std::to_string(rx.count);
-        return Status::InvalidArgument;
-      }
-      sx.match = recvs[j + m].xid;
-    }
-    i = i1;
-    j = j1;
+  steps_.assign(cp_.steps().size(), {});
+  xfers_.assign(cp_.xfers().size(), {});
+  const fabric::ChipEngine& eng = topo_.chip();
+  for (size_t s = 0; s < steps_.size(); ++s) {
+    const plan::StepInfo& si = cp_.steps()[s];
+    for (int x = si.firstXfer; x < si.firstXfer + si.numXfers; ++x)
+      steps_[s].items += plan::forwards(cp_.transfer(x).kind) ? 2 : 1;
+    for (const plan::LocalOp& op : cp_.step(static_cast<int>(s)).locals)
+      steps_[s].localS += eng.localOpSeconds(static_cast<double>(op.src.count * es_),
+                                             op.kind == plan::LocalKind::Reduce);
   }
   return Status::Success;
 }
@@ -214,15 +126,11 @@ Status Executor::build(std::string* error) {
 void Executor::chooseLoops() {
   const int64_t chunk = opts_.chunkBytes < 0 ? static_cast<int64_t>(topo_.chunkBytes())
                                              : opts_.chunkBytes;
-  loops_ = 1;
-  if (!plan_.pipelinable || chunk <= 0 || xfers_.empty()) return;
-  size_t maxCount = 0;
-  for (const XferRec& x : xfers_) maxCount = std::max(maxCount, x.count);
-  const double want = std::ceil(static_cast<double>(maxCount * es_) / static_cast<double>(chunk));
-  double l = std::clamp(want, 1.0, static_cast<double>(std::max(1, opts_.maxLoops)));
-  const double budget = static_cast<double>(opts_.transferBudget) / static_cast<double>(xfers_.size());
-  l = std::max(1.0, std::min(l, std::floor(budget)));
-  loops_ = static_cast<int>(l);
+  // The simulator's own cap: no more simulated transfers than its budget.
+  const size_t budget = xfers_.empty() ? 1 : opts_.transferBudget / xfers_.size();
+  const int cap = static_cast<int>(std::max<size_t>(
+      1, std::min<size_t>(budget, static_cast<size_t>(std::max(1, opts_.maxLoops)))));
+  loops_ = cp_.loops(chunk > 0 ? static_cast<size_t>(chunk) : 0, es_, cap);
 }
 
 void Executor::setupResources() {
@@ -245,8 +153,11 @@ void Executor::setupResources() {
 
 void Executor::tryStart(int s, int k, double t) {
   StepRec& st = steps_[s];
-  if (k >= loops_ || st.started != k || st.completed < k) return;
-  if (st.prev >= 0 && steps_[st.prev].completed < k + 1) return;
+  if (k >= loops_ || st.started != k) return;
+  // The compiled form's pipelining rule, read off the steps' completed counts.
+  std::pair<int, int> pred[2];
+  for (int i = 0, n = cp_.predecessors(s, k, pred); i < n; ++i)
+    if (steps_[pred[i].first].completed <= pred[i].second) return;
   startStep(s, k, t);
 }
 
@@ -259,20 +170,23 @@ void Executor::startStep(int s, int k, double t) {
     itemDone(s, t);  // no transfers: straight to local ops
     return;
   }
-  for (int x = st.x0; x < st.x0 + st.nx; ++x) {
-    XferRec& xr = xfers_[x];
-    if (xr.kind == XferKind::Send) {
+  const plan::StepInfo& si = cp_.steps()[s];
+  for (int x = si.firstXfer; x < si.firstXfer + si.numXfers; ++x) {
+    const XferKind kind = cp_.transfer(x).kind;
+    if (sliceBytes(x, k) == 0) {  // an empty slice is not sent: neither end waits
+      itemDone(s, t);
+      if (plan::forwards(kind)) itemDone(s, t);
+    } else if (kind == XferKind::Send) {
       startFlow(x, k, t);
-    } else if (xr.arrived > k) {
+    } else if (xfers_[x].arrived > k) {
       recvDone(x, k, t);
     }
   }
 }
 
 void Executor::recvDone(int x, int k, double t) {
-  XferRec& xr = xfers_[x];
-  if (plan::forwards(xr.kind)) startFlow(x, k, t);
-  itemDone(xr.step, t);
+  if (plan::forwards(cp_.transfer(x).kind)) startFlow(x, k, t);
+  itemDone(cp_.xfers()[x].step, t);
 }
 
 void Executor::itemDone(int s, double t) {
@@ -290,16 +204,17 @@ void Executor::finishStep(int s, double t) {
   StepRec& st = steps_[s];
   const int k = st.completed;
   st.completed = k + 1;
-  rankFinish_[st.rank] = std::max(rankFinish_[st.rank], t);
+  const plan::StepInfo& si = cp_.steps()[s];
+  rankFinish_[si.rank] = std::max(rankFinish_[si.rank], t);
   tryStart(s, k + 1, t);
-  if (st.next >= 0) tryStart(st.next, k, t);
+  if (si.next >= 0) tryStart(si.next, k, t);
 }
 
 void Executor::startFlow(int x, int k, double t) {
   XferRec& xr = xfers_[x];
-  const XferRec& dst = xfers_[xr.match];
-  const int srcChip = topo_.chipOfRank(steps_[xr.step].rank);
-  const int dstChip = topo_.chipOfRank(steps_[dst.step].rank);
+  const int dst = receiverOf(x);
+  const int srcChip = topo_.chipOfRank(rankOf(x));
+  const int dstChip = topo_.chipOfRank(rankOf(dst));
   routeScratch_.clear();
   topo_.routeLinks(srcChip, dstChip, &routeScratch_);
   if (xr.latency < 0) {
@@ -307,16 +222,17 @@ void Executor::startFlow(int x, int k, double t) {
     for (int l : routeScratch_) lat += topo_.links()[l].latencyS;
     xr.latency = lat;
   }
-  const double bytes = sliceBytes(xr, k);
+  const double bytes = sliceBytes(x, k);
   if (opts_.trace) sendStart_[x] = t;
   ++flows_;
+  rankBytes_[rankOf(x)] += bytes;
   useScratch_.clear();
   for (int l : routeScratch_) {
     linkBytes_[l] += bytes;
     if (linkRes_[l] >= 0) useScratch_.push_back({linkRes_[l], 1.0});
   }
   if (dmaRes_[srcChip] >= 0) useScratch_.push_back({dmaRes_[srcChip], 1.0});
-  if (reducesOnArrival(dst.kind) && hbmRes_[dstChip] >= 0)
+  if (cp_.messages()[cp_.xfers()[x].sends].reduced && hbmRes_[dstChip] >= 0)
     useScratch_.push_back({hbmRes_[dstChip], topo_.chip().hbmBytesPerReducedByte});
   const int64_t tag = static_cast<int64_t>(x) * loops_ + k;
   if (opts_.mode == Mode::Flow) {
@@ -339,20 +255,18 @@ void Executor::dataDone(int64_t tag, double t) {
 }
 
 void Executor::arrival(int x, int k, double t) {
-  XferRec& xr = xfers_[x];
+  const int d = receiverOf(x);
   if (out_->trace.size() < opts_.maxTraceEvents && opts_.trace) {
-    const StepRec& st = steps_[xr.step];
-    const XferRec& d = xfers_[xr.match];
-    out_->trace.push_back({st.rank, steps_[d.step].rank, st.channel, st.index, k, sendStart_[x], t,
-                           sliceBytes(xr, k), reducesOnArrival(d.kind)});
+    const plan::StepInfo& st = cp_.steps()[cp_.xfers()[x].step];
+    out_->trace.push_back({st.rank, rankOf(d), st.channel, st.index, k, sendStart_[x], t,
+                           sliceBytes(x, k), cp_.messages()[cp_.xfers()[x].sends].reduced});
   } else if (opts_.trace) {
     out_->traceTruncated = true;
   }
-  itemDone(xr.step, t);  // sender: delivered
-  XferRec& d = xfers_[xr.match];
-  ++d.arrived;
-  const StepRec& rs = steps_[d.step];
-  if (rs.started == k + 1 && rs.completed == k) recvDone(xr.match, k, t);
+  itemDone(cp_.xfers()[x].step, t);  // sender: delivered
+  xfers_[d].arrived = k + 1;
+  const StepRec& rs = steps_[cp_.xfers()[d].step];
+  if (rs.started == k + 1 && rs.completed == k) recvDone(d, k, t);
 }
 
 Status Executor::run(Result* out, std::string* error) {
@@ -364,8 +278,9 @@ Status Executor::run(Result* out, std::string* error) {
   if (opts_.trace) sendStart_.assign(xfers_.size(), 0.0);
   const double t0 = opts_.launchOverheadS >= 0 ? opts_.launchOverheadS : topo_.launchOverheadS();
   rankFinish_.assign(plan_.nranks, t0);
+  rankBytes_.assign(plan_.nranks, 0.0);
   for (int s = 0; s < static_cast<int>(steps_.size()); ++s)
-    if (steps_[s].prev < 0) tryStart(s, 0, t0);
+    if (cp_.steps()[s].prev < 0) tryStart(s, 0, t0);
   std::vector<int64_t> done;
   net_.solve(t0);
   for (;;) {
@@ -394,10 +309,12 @@ Status Executor::run(Result* out, std::string* error) {
     }
     net_.solve(t);
   }
-  for (const StepRec& st : steps_) {
+  for (size_t s = 0; s < steps_.size(); ++s) {
+    const StepRec& st = steps_[s];
+    const plan::StepInfo& si = cp_.steps()[s];
     if (st.completed != loops_) {
-      *error = "plan deadlocks: rank " + std::to_string(st.rank) + " channel " +
-               std::to_string(st.channel) + " never completes step " + std::to_string(st.index) +
+      *error = "plan deadlocks: rank " + std::to_string(si.rank) + " channel " +
+               std::to_string(si.channel) + " never completes step " + std::to_string(si.index) +
                " (loop " + std::to_string(st.completed) + " of " + std::to_string(loops_) + ")";
       return Status::InvalidArgument;
     }
@@ -409,6 +326,7 @@ Status Executor::run(Result* out, std::string* error) {
   out->transfers = flows_;
   out->events = events_;
   out->rankFinishS = rankFinish_;
+  out->rankBytesSent = rankBytes_;
   out->timeS = *std::max_element(rankFinish_.begin(), rankFinish_.end());
   out->links.clear();
   for (size_t l = 0; l < linkBytes_.size(); ++l) {
@@ -424,17 +342,17 @@ Status Executor::run(Result* out, std::string* error) {
 
 }  // namespace
 
-Status simulate(const fabric::Topology& topo, const plan::Plan& plan, const Options& opts,
+Status simulate(const fabric::Topology& topo, const plan::CompiledPlan& cp, const Options& opts,
                 Result* out, std::string* error) {
   std::string err;
   *out = Result();
-  Executor ex(topo, plan, opts);
+  Executor ex(topo, cp, opts);
   const Status s = ex.run(out, &err);
   if (s != Status::Success) {
     if (error) *error = err;
-    log::setLastError(err);
     return s;
   }
+  const plan::Plan& plan = cp.plan();
   const size_t bytes = opts.totalBytes > 0 ? opts.totalBytes : [&] {
     plan::Request req;
     req.collective = plan.collective;
@@ -446,6 +364,14 @@ Status simulate(const fabric::Topology& topo, const plan::Plan& plan, const Opti
   out->algbwGBps = out->timeS > 0 ? static_cast<double>(bytes) / out->timeS / 1e9 : 0;
   out->busbwGBps = out->algbwGBps * busbwFactor(plan.collective, plan.nranks);
   return Status::Success;
+}
+
+Status simulate(const fabric::Topology& topo, const plan::Plan& plan, const Options& opts,
+                Result* out, std::string* error) {
+  std::shared_ptr<const plan::CompiledPlan> cp;
+  std::shared_ptr<const plan::Plan> borrowed(&plan, [](const plan::Plan*) {});
+  NLCHECK(plan::CompiledPlan::compile(borrowed, &cp, error));
+  return simulate(topo, *cp, opts, out, error);
 }
 
 }  // namespace nlccl::sim

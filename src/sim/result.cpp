@@ -2,7 +2,7 @@
 #include <cstdio>
 #include <memory>
 
-#include "nlccl/sim.hpp"
+#include "sim/simulate.hpp"
 
 namespace nlccl::sim {
 

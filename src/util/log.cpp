@@ -134,19 +134,3 @@ void reset() {
 }
 
 }  // namespace nlccl::log
-
-namespace nlccl {
-const char* statusName(Status s) {
-  switch (s) {
-    case Status::Success: return "success";
-    case Status::SystemError: return "system error";
-    case Status::InternalError: return "internal error";
-    case Status::InvalidArgument: return "invalid argument";
-    case Status::InvalidUsage: return "invalid usage";
-    case Status::RemoteError: return "remote error";
-    case Status::InProgress: return "in progress";
-    case Status::Timeout: return "timeout";
-  }
-  return "unknown";
-}
-}  // namespace nlccl

@@ -1,21 +1,10 @@
-// Internal result codes. Values equal nlcclResult_t's so the C API converts with a cast; nothing
-// below src/api includes nlccl.h.
+// Result codes (the public nlccl/status.hpp; values equal nlcclResult_t's, but nothing below
+// src/api includes nlccl.h) and the one propagation macro.
 #pragma once
 
+#include "nlccl/status.hpp"
+
 namespace nlccl {
-
-enum class Status : int {
-  Success = 0,
-  SystemError = 2,
-  InternalError = 3,
-  InvalidArgument = 4,
-  InvalidUsage = 5,
-  RemoteError = 6,
-  InProgress = 7,
-  Timeout = 8,
-};
-
-const char* statusName(Status s);
 
 /// Errors after which a communicator must not be used again (NCCL's semantics).
 inline bool isFatal(Status s) {

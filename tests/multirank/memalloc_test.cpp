@@ -19,7 +19,7 @@
 #include "multirank/shm_harness.hpp"
 #include "nlccl.h"
 #include "transports/shm/shm.hpp"
-#include "transports/shm/shm_memory.hpp"
+#include "util/shared_memory.hpp"
 
 namespace nlccl::transport::test {
 namespace {
@@ -41,14 +41,14 @@ TEST(MemAlloc, AllocFreeAndArgumentChecks) {
   std::memset(p, 0x5a, 100000);
   EXPECT_EQ(static_cast<unsigned char*>(p)[99999], 0x5a);
   // Registered: the transport finds buffers inside it, not ones that run past its end.
-  shm::AllocationRef ref;
-  ASSERT_TRUE(shm::findAllocation(static_cast<char*>(p) + 4096, 50000, &ref));
+  shmem::AllocationRef ref;
+  ASSERT_TRUE(shmem::findAllocation(static_cast<char*>(p) + 4096, 50000, &ref));
   EXPECT_EQ(ref.offset, 4096u);
   EXPECT_GE(ref.size, 100000u);
-  EXPECT_FALSE(shm::findAllocation(static_cast<char*>(p) + 4096, ref.size, &ref));
+  EXPECT_FALSE(shmem::findAllocation(static_cast<char*>(p) + 4096, ref.size, &ref));
   int dummy = 0;
-  EXPECT_FALSE(shm::findAllocation(&dummy, sizeof dummy, &ref));
-  ASSERT_TRUE(shm::findAllocation(p, 1, &ref));
+  EXPECT_FALSE(shmem::findAllocation(&dummy, sizeof dummy, &ref));
+  ASSERT_TRUE(shmem::findAllocation(p, 1, &ref));
   struct stat st;
   ASSERT_EQ(fstat(ref.fd, &st), 0);
   EXPECT_EQ(st.st_mode & 0777, 0600u);
@@ -57,9 +57,9 @@ TEST(MemAlloc, AllocFreeAndArgumentChecks) {
   void* q = nullptr;
   ASSERT_EQ(nlcclMemAlloc(&q, 1), nlcclSuccess);
   EXPECT_NE(p, q);
-  ASSERT_TRUE(shm::findAllocation(q, 1, &ref));
+  ASSERT_TRUE(shmem::findAllocation(q, 1, &ref));
   uint64_t idQ = ref.id;
-  ASSERT_TRUE(shm::findAllocation(p, 1, &ref));
+  ASSERT_TRUE(shmem::findAllocation(p, 1, &ref));
   EXPECT_NE(ref.id, idQ);
 
   // Pointers nlcclMemAlloc did not return are refused, with a message naming `ptr`.
@@ -73,7 +73,7 @@ TEST(MemAlloc, AllocFreeAndArgumentChecks) {
   EXPECT_EQ(nlcclMemFree(nullptr), nlcclSuccess);
   EXPECT_EQ(nlcclMemFree(p), nlcclSuccess);
   EXPECT_EQ(nlcclMemFree(p), nlcclInvalidArgument);  // twice
-  EXPECT_FALSE(shm::findAllocation(p, 1, &ref));
+  EXPECT_FALSE(shmem::findAllocation(p, 1, &ref));
   EXPECT_EQ(nlcclMemFree(q), nlcclSuccess);
 
   EXPECT_EQ(nlcclMemAlloc(nullptr, 10), nlcclInvalidArgument);
@@ -106,7 +106,7 @@ struct Buf {  // an nlcclMemAlloc buffer with the message at `offset` inside it
   size_t offset = 0;
   char* data() const { return base + offset; }
   ~Buf() {
-    if (base) shm::memFree(base);
+    if (base) shmem::memFree(base);
   }
 };
 
@@ -150,9 +150,9 @@ int exchangeRank(int n, bool reduce, bool late, int rank, Shared* sh) {
     const Msg& g = msgs[m];
     src[m].offset = g.id % 2 ? 4096 + 64 : 0;  // some start inside their allocation
     void* p = nullptr;
-    CHILD_CHECK(shm::memAlloc(g.bytes + src[m].offset + 100, &p) == Status::Success);
+    CHILD_CHECK(shmem::memAlloc(g.bytes + src[m].offset + 100, &p) == Status::Success);
     src[m].base = static_cast<char*>(p);
-    CHILD_CHECK(shm::memAlloc(g.bytes, &p) == Status::Success);
+    CHILD_CHECK(shmem::memAlloc(g.bytes, &p) == Status::Success);
     dst[m].base = static_cast<char*>(p);
     fill(src[m].data(), g.bytes, rank, g.peer, g.id);
     if (g.heap) {
@@ -248,8 +248,8 @@ TEST(SingleCopy, SendWaitThenSendDoesNotDeadlock) {
     CHILD_CHECK(t);
     void* a = nullptr;
     void* b = nullptr;
-    CHILD_CHECK(shm::memAlloc(1 << 20, &a) == Status::Success);
-    CHILD_CHECK(shm::memAlloc(1 << 20, &b) == Status::Success);
+    CHILD_CHECK(shmem::memAlloc(1 << 20, &a) == Status::Success);
+    CHILD_CHECK(shmem::memAlloc(1 << 20, &b) == Status::Success);
     std::memset(a, 7, 1 << 20);
     std::memset(b, 9, 1 << 20);
     if (rank == 0) {
@@ -267,8 +267,8 @@ TEST(SingleCopy, SendWaitThenSendDoesNotDeadlock) {
       CHILD_CHECK(drive(*t, {&r1}, milliseconds(10000)) == Status::Success);
       CHILD_CHECK(x == std::vector<char>(1 << 20, 7) && y == std::vector<char>(1 << 20, 9));
     }
-    shm::memFree(a);
-    shm::memFree(b);
+    shmem::memFree(a);
+    shmem::memFree(b);
     return 0;
   });
   EXPECT_EQ(codes, (std::vector<int>{0, 0}));
@@ -280,7 +280,7 @@ TEST(SingleCopy, DisabledByEnvironment) {
     auto t = makeTransport(sh, rank, 2);
     CHILD_CHECK(t && t->singleCopyBytes() == 0);
     void* buf = nullptr;
-    CHILD_CHECK(shm::memAlloc(4 << 20, &buf) == Status::Success);
+    CHILD_CHECK(shmem::memAlloc(4 << 20, &buf) == Status::Success);
     std::memset(buf, rank + 1, 4 << 20);
     Request s, r;
     std::vector<char> in(4 << 20);
@@ -308,10 +308,10 @@ void killTest(int n, int victim) {
     std::vector<char*> out(n), in(n);
     for (int q = 0; q < n; ++q) {
       void* p = nullptr;
-      CHILD_CHECK(shm::memAlloc(bytes, &p) == Status::Success);
+      CHILD_CHECK(shmem::memAlloc(bytes, &p) == Status::Success);
       out[q] = static_cast<char*>(p);
       std::memset(p, 1, bytes);
-      CHILD_CHECK(shm::memAlloc(bytes, &p) == Status::Success);
+      CHILD_CHECK(shmem::memAlloc(bytes, &p) == Status::Success);
       in[q] = static_cast<char*>(p);
     }
     auto start = Clock::now();
@@ -422,7 +422,7 @@ TEST(SingleCopy, Bandwidth2Processes) {
       for (size_t bytes : {size_t{1} << 20, size_t{16} << 20, size_t{256} << 20}) {
         int iters = static_cast<int>(std::max<size_t>(2, (size_t{512} << 20) / bytes));
         void* p = nullptr;
-        CHILD_CHECK(shm::memAlloc(bytes, &p) == Status::Success);
+        CHILD_CHECK(shmem::memAlloc(bytes, &p) == Status::Success);
         std::memset(p, rank == 0 ? 3 : 0, bytes);
         uint64_t sent0 = shm::singleCopyCounters().sent.load();
         double best = 0;
@@ -449,7 +449,7 @@ TEST(SingleCopy, Bandwidth2Processes) {
           uint64_t direct = shm::singleCopyCounters().sent.load() - sent0;
           CHILD_CHECK(direct == (single ? 3u * static_cast<unsigned>(iters) : 0u));
         }
-        shm::memFree(p);
+        shmem::memFree(p);
       }
       sh->flag[0].fetch_add(1);
       while (sh->flag[0].load() < 2) usleep(1000);

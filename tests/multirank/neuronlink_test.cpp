@@ -14,7 +14,7 @@
 #include "common/threads.hpp"
 #include "multirank/fork_ranks.hpp"
 #include "nlccl.h"
-#include "nlccl/sim.hpp"
+#include "sim/simulate.hpp"
 #include "nlccl/topology.hpp"
 
 namespace nlccl::testing {
@@ -134,7 +134,6 @@ double simulatedUs(const fabric::Topology& topo, const plan::Request& req, const
   auto plan = algo::build(req, algorithm, &err);
   EXPECT_TRUE(plan) << err;
   if (!plan) return 0;
-  plan::finalize(&*plan);
   sim::Options opts;
   opts.mode = mode;
   opts.chunkBytes = 1048576;

@@ -228,7 +228,6 @@ Plan pairAllReduce(size_t n) {
                         {}});
     plan.ranks[r].channels.push_back(ch);
   }
-  finalize(&plan);
   return plan;
 }
 

@@ -2,7 +2,8 @@
 // analytical vs flow, pipelining, FlowModel.
 #include <gtest/gtest.h>
 
-#include "nlccl/sim.hpp"
+#include "fabric/flow_model.hpp"
+#include "sim/simulate.hpp"
 #include "sim/plans.hpp"
 
 using namespace nlccl;
@@ -183,7 +184,7 @@ TEST(SimFlow, TraceHasEveryTransfer) {
 
 TEST(SimFlow, FlowModelIncremental) {
   const auto t = load("flat:3");
-  sim::FlowModel m(t);
+  fabric::FlowModel m(t);
   const double n = 1e6;
   const auto a = m.add(0, 2, n, 0.0);
   const auto b = m.add(1, 2, n, 0.0);
@@ -198,7 +199,7 @@ TEST(SimFlow, FlowModelIncremental) {
 
 TEST(SimFlow, FlowModelSettlesOnlyWhatHasFinishedByTheHorizon) {
   const auto t = load("flat:3");
-  sim::FlowModel m(t);
+  fabric::FlowModel m(t);
   const double n = 1e6;  // alone: n / kBw = 0.78 us of data
   const auto a = m.add(0, 2, n, 0.0);
   double arrival = 0;
@@ -224,10 +225,10 @@ TEST(SimFlow, FlowModelSettlesOnlyWhatHasFinishedByTheHorizon) {
 
 TEST(SimFlow, FlowModelLatencyAndRateCapOverrides) {
   const auto t = load("flat:3");
-  sim::FlowModel::Options o;
+  fabric::FlowModel::Options o;
   o.latencyS = 2e-6;
   o.rateCapBps = kBw / 4;
-  sim::FlowModel m(t, o);
+  fabric::FlowModel m(t, o);
   const double n = 1e6;
   // Two transfers share port 2 (kBw / 2 each) but each is capped at kBw / 4.
   const auto a = m.add(0, 2, n, 0.0);

@@ -7,7 +7,7 @@
 #include <functional>
 
 #include "algorithms/algorithms.hpp"
-#include "nlccl/sim.hpp"
+#include "sim/simulate.hpp"
 
 using namespace nlccl;
 

@@ -6,10 +6,10 @@
 #include <limits>
 #include <random>
 
-#include "sim/flow_network.hpp"
+#include "fabric/flow_network.hpp"
 
-using nlccl::sim::FlowNetwork;
-using nlccl::sim::Use;
+using nlccl::fabric::FlowNetwork;
+using nlccl::fabric::Use;
 
 namespace {
 

@@ -105,20 +105,15 @@ double LinkModel::transferTime(int src, int dst, size_t bytes, bool reduce) cons
   return latency + data;
 }
 
-sim::FlowModel::Options LinkModel::flowOptions() const {
-  sim::FlowModel::Options o;
+fabric::FlowModel::Options LinkModel::flowOptions() const {
+  fabric::FlowModel::Options o;
   o.latencyS = opts_.latencyUs >= 0 ? opts_.latencyUs * 1e-6 : -1;
   o.rateCapBps = opts_.bandwidthGBps > 0 ? opts_.bandwidthGBps * 1e9 : -1;
   return o;
 }
 
 double LinkModel::localOpTime(size_t bytes, bool reduce) const {
-  const fabric::ChipEngine& eng = topo_.chip();
-  double b = static_cast<double>(bytes);
-  double hbm = (reduce ? 3.0 : 2.0) * b / eng.hbmBps;
-  double dma = b / eng.dmaBps();
-  double t = std::max(hbm, dma);
-  return std::isfinite(t) ? t : 0.0;
+  return topo_.chip().localOpSeconds(static_cast<double>(bytes), reduce);
 }
 
 }  // namespace nlccl::transport

@@ -1,7 +1,7 @@
 // The cost of one message on the modelled NeuronLink fabric when it has the fabric to itself: route
 // latency plus bytes over the route's uncontended rate (links, the sender's DMA engines, the
 // receiver's HBM when it reduces on arrival), as the simulator's analytical mode charges it. The
-// transport uses it as a lower bound; sim::FlowModel adds the sharing. Ranks map to chips of the
+// transport uses it as a lower bound; fabric::FlowModel adds the sharing. Ranks map to chips of the
 // topology in order (NLCCL_TOPOLOGY, default trn3-us144), or by the list NLCCL_NEURONLINK_CHIPS.
 #pragma once
 
@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "nlccl/sim.hpp"
+#include "fabric/flow_model.hpp"
 #include "nlccl/topology.hpp"
 #include "util/status.hpp"
 
@@ -39,7 +39,7 @@ class LinkModel {
   double localOpTime(size_t bytes, bool reduce) const;
   double launchOverhead() const { return topo_.launchOverheadS(); }
   /// The latency and rate-cap overrides, for the flow model that shares the fabric.
-  sim::FlowModel::Options flowOptions() const;
+  fabric::FlowModel::Options flowOptions() const;
   bool realtime() const { return opts_.realtime; }
   int chipOfRank(int r) const { return chips_[r]; }
   const fabric::Topology& topology() const { return topo_; }

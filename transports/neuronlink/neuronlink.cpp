@@ -68,9 +68,11 @@ Status NeuronLinkTransport::postSend(int peer, uint64_t tag, const void* buf, si
   p.peer = peer;
   p.tag = tag;
   p.user = req;
-  p.start = std::max(req->vstart, earliest_);
-  p.rec = {p.start, bytes, tag, monotonicNs(), me, peer, req->remoteReduces ? 1u : 0u, 0};
-  const double bound = p.start + model_->transferTime(me, peer, bytes, req->remoteReduces);
+  const bool reduces = req->timing && req->timing->remoteReduces;
+  p.posted = req->timing ? req->timing->start : clock_;
+  p.start = std::max(p.posted, earliest_);
+  p.rec = {p.start, bytes, tag, monotonicNs(), me, peer, reduces ? 1u : 0u, 0};
+  const double bound = p.start + model_->transferTime(me, peer, bytes, reduces);
   Status s = timeline_->append(&p.rec, bound, kAppendTimeout, &p.record);
   if (s != Status::Success) {
     pending_.pop_back();
@@ -91,7 +93,8 @@ Status NeuronLinkTransport::postRecv(int peer, uint64_t tag, void* buf, size_t b
   p.peer = peer;
   p.tag = tag;
   p.user = req;
-  p.start = std::max(req->vstart, earliest_);
+  p.posted = req->timing ? req->timing->start : clock_;
+  p.start = std::max(p.posted, earliest_);
   auto found = unmatchedRecords_.find({peer, tag});
   if (found == unmatchedRecords_.end()) {
     unmatchedRecvs_[{peer, tag}].push_back(&p);
@@ -249,7 +252,7 @@ Status NeuronLinkTransport::settle() {
       const bool dataDone = p.dataReq.done.load(std::memory_order_acquire);
       if (dataDone && p.dataReq.status != Status::Success) {
         blocked = false;
-        completedFloor = std::min(completedFloor, p.user->vstart);
+        completedFloor = std::min(completedFloor, p.posted);
         complete(p, p.dataReq.status);
         it = pending_.erase(it);
         continue;
@@ -318,7 +321,7 @@ void NeuronLinkTransport::complete(Pending& p, Status s) {
   }
   changed_ = true;  // once the engine has acted on it, our floor and blocked state change
   p.user->status = s;
-  p.user->vdone = s == Status::Success ? p.vdone : p.user->vstart;
+  if (p.user->timing) p.user->timing->done = s == Status::Success ? p.vdone : p.posted;
   p.user->done.store(true, std::memory_order_release);
 }
 

@@ -4,7 +4,7 @@
 //
 // Each rank keeps a virtual clock. A send appends a record (sender, receiver, bytes, virtual start,
 // whether the receiver reduces) to the ranks' shared timeline (timeline.hpp); every rank replays
-// the log into its own sim::FlowModel, in start-time order and only below the horizon, so every
+// the log into its own fabric::FlowModel, in start-time order and only below the horizon, so every
 // replica computes the same max-min rates and the same arrivals. A message arrives at
 //     max(receiver's post time, the model's arrival of the data),
 // and the model's arrival is the data's finish under sharing plus the route latency: on an idle
@@ -22,14 +22,15 @@
 #include <unordered_map>
 #include <vector>
 
-#include "nlccl/sim.hpp"
+#include "fabric/flow_model.hpp"
 #include "transports/neuronlink/link_model.hpp"
 #include "transports/neuronlink/timeline.hpp"
+#include "transports/time_model.hpp"
 #include "transports/transport.hpp"
 
 namespace nlccl::transport {
 
-class NeuronLinkTransport final : public Transport {
+class NeuronLinkTransport final : public Transport, public TimeModel {
  public:
   NeuronLinkTransport(std::unique_ptr<Transport> inner, std::shared_ptr<const LinkModel> model,
                       std::unique_ptr<Timeline> timeline);
@@ -48,7 +49,7 @@ class NeuronLinkTransport final : public Transport {
   void abort(Status why) override;
   void wake(int rank) override { inner_->wake(rank); }
 
-  bool modelsTime() const override { return true; }
+  TimeModel* timeModel() override { return this; }
   double clock() const override { return clock_; }
   void setClock(double t) override;
   double localOpTime(size_t bytes, bool reduce) const override {
@@ -61,6 +62,7 @@ class NeuronLinkTransport final : public Transport {
     bool isSend = false;
     int peer = 0;
     uint64_t tag = 0;
+    double posted = 0;      ///< virtual post time the engine asked for
     double start = 0;       ///< virtual post time (the engine's, or later after a release)
     Request* user = nullptr;
     Request dataReq;        ///< the inner transport's
@@ -95,7 +97,7 @@ class NeuronLinkTransport final : public Transport {
   std::unique_ptr<Transport> inner_;
   std::shared_ptr<const LinkModel> model_;
   std::unique_ptr<Timeline> timeline_;
-  sim::FlowModel flows_;  ///< this rank's replica of the whole fabric
+  fabric::FlowModel flows_;  ///< this rank's replica of the whole fabric
   std::list<Pending> pending_;
   double clock_ = 0;
   bool active_ = false;     ///< has operations in flight (the timeline knows it as not idle)

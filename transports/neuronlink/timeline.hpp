@@ -1,6 +1,6 @@
 // The shared timeline of the neuronlink transport: the ranks' conservative virtual clock and the
 // log of every message, in memory all ranks map (a heap block for threads, a memfd for
-// processes). Each rank replays the log into its own sim::FlowModel, so all ranks see the same
+// processes). Each rank replays the log into its own fabric::FlowModel, so all ranks see the same
 // max-min sharing of links, DMA engines and memory, and agree on every arrival.
 //
 // Ranks post messages out of virtual-time order, so a message's arrival is final only once no

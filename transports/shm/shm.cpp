@@ -50,15 +50,15 @@ Status ShmTransport::postSend(int peer, uint64_t tag, const void* buf, size_t by
     complete(req, failed_);
     return failed_;
   }
-  if (peer < 0 || peer >= nranks_ || (bytes > 0 && !buf)) {
-    WARN("shm: rank %d: invalid send (peer %d of %d, %zu bytes from %p)", rank_, peer, nranks_,
-         bytes, buf);
+  if (peer < 0 || peer >= nranks_ || (bytes > 0 && !buf) || !serves(peer)) {
+    WARN("shm: rank %d: invalid send (peer %d of %d%s, %zu bytes from %p)", rank_, peer, nranks_,
+         peer >= 0 && peer < nranks_ && !serves(peer) ? ", not on this host" : "", bytes, buf);
     complete(req, Status::InvalidArgument);
     return Status::InvalidArgument;
   }
   SendOp op{tag, static_cast<const char*>(buf), bytes, 0, false, req, false, {}};
   if (peer != rank_ && singleCopyBytes_ != 0 && bytes >= singleCopyBytes_)
-    op.direct = shm::findAllocation(buf, bytes, &op.alloc);
+    op.direct = shmem::findAllocation(buf, bytes, &op.alloc);
   if (peer == rank_) {
     selfSends_.push_back(op);
     matchSelf();
@@ -79,7 +79,7 @@ Status ShmTransport::postRecv(int peer, uint64_t tag, void* buf, size_t bytes,
     complete(req, failed_);
     return failed_;
   }
-  if (peer < 0 || peer >= nranks_ || (bytes > 0 && !buf) ||
+  if (peer < 0 || peer >= nranks_ || (bytes > 0 && !buf) || !serves(peer) ||
       (reducer && (!reducer->fn || reducer->elemSize == 0 || bytes % reducer->elemSize != 0))) {
     WARN("shm: rank %d: invalid receive (peer %d of %d, %zu bytes into %p%s)", rank_, peer, nranks_,
          bytes, buf, reducer ? ", with reducer" : "");
@@ -322,9 +322,9 @@ Status ShmTransport::checkPeers() {
       return s;
     }
   }
-  for (int p = 0; p < nranks_; ++p) {
+  for (int p : served_) {
     Peer& peer = peers_[static_cast<size_t>(p)];
-    if (p == rank_ || peer.gone != Gone::No || !peer.seg.valid()) continue;
+    if (peer.gone != Gone::No || !peer.seg.valid()) continue;
     if (processDead(peer.pid, peer.startTime)) {
       INFO(log::kShm, "shm: rank %d: peer rank %d (pid %d) is gone", rank_, p,
            static_cast<int>(peer.pid));
@@ -360,8 +360,8 @@ Status ShmTransport::progress() {
     nextCheck_ = now + kCheckInterval;
     s = checkPeers();
   }
-  for (int p = 0; p < nranks_ && s == Status::Success; ++p) {
-    if (p == rank_) continue;
+  for (size_t i = 0; i < served_.size() && s == Status::Success; ++i) {
+    const int p = served_[i];
     Peer& peer = peers_[static_cast<size_t>(p)];
     // The abort flag is checked on every call: it is one load and lets abort() act at once.
     if (peer.gone == Gone::No && peer.seg.header()->aborted.load() != 0) peer.gone = Gone::Aborted;

@@ -39,6 +39,7 @@
 
 #include <sys/types.h>
 
+#include <algorithm>
 #include <chrono>
 #include <deque>
 #include <functional>
@@ -49,11 +50,23 @@
 
 #include <unordered_map>
 
-#include "transports/shm/shm_memory.hpp"
+#include "util/shared_memory.hpp"
 #include "transports/shm/shm_segment.hpp"
 #include "transports/transport.hpp"
 
 namespace nlccl::transport {
+
+namespace shm {
+/// Process-wide counters of single-copy messages (for tests and statistics).
+struct SingleCopyCounters {
+  std::atomic<uint64_t> sent{0};      ///< descriptors sent instead of data
+  std::atomic<uint64_t> received{0};  ///< descriptors delivered straight into a receive
+  std::atomic<uint64_t> bytes{0};     ///< bytes moved by those receives
+  std::atomic<uint64_t> unexpected{0};  ///< descriptors copied out to the unexpected queue
+};
+SingleCopyCounters& singleCopyCounters();
+
+}  // namespace shm
 
 class ShmTransport final : public Transport {
  public:
@@ -66,6 +79,12 @@ class ShmTransport final : public Transport {
   /// a process is killed later. `health` (may be empty) is polled from progress() every ~50 ms;
   /// a non-success result fails all operations with that status.
   static Status create(int rank, int nranks, const AllGatherFn& allGather,
+                       std::chrono::milliseconds timeout, std::function<Status()> health,
+                       std::unique_ptr<ShmTransport>* out);
+  /// The same, serving only `peers` (ranks on this host; the relation must be symmetric: every
+  /// rank of the group calls it, and rank q is in p's list exactly when p is in q's). Messages to
+  /// and from other ranks are refused. Sends to itself always work.
+  static Status create(int rank, int nranks, std::vector<int> peers, const AllGatherFn& allGather,
                        std::chrono::milliseconds timeout, std::function<Status()> health,
                        std::unique_ptr<ShmTransport>* out);
   ~ShmTransport() override;
@@ -97,14 +116,14 @@ class ShmTransport final : public Transport {
     bool started;  // a zero-byte message still takes one fragment
     Request* req;
     bool direct = false;  // single copy: `alloc` says where `buf` lies
-    shm::AllocationRef alloc;
+    shmem::AllocationRef alloc;
   };
   struct InFlight {  // a direct send waiting for the receiver's ack
     uint64_t seq;    // 1-based count of direct sends to this peer
     Request* req;
   };
   struct Mapped {  // a peer's allocation, mapped for single-copy reads
-    shm::RemoteMapping map;
+    shmem::RemoteMapping map;
     uint64_t lastUse = 0;
   };
   struct RecvOp {
@@ -168,6 +187,9 @@ class ShmTransport final : public Transport {
   Status checkPeers();      // health callback; marks dead peers
   Status checkGone(int p);  // RemoteError if a gone peer is still needed
   void failAll(Status why);
+  bool serves(int peer) const {
+    return peer == rank_ || std::binary_search(served_.begin(), served_.end(), peer);
+  }
 
   int rank_;
   int nranks_;
@@ -176,7 +198,8 @@ class ShmTransport final : public Transport {
   uint64_t singleCopyBytes_ = 0;
   std::string ownName_;
   shm::Segment own_;
-  std::vector<Peer> peers_;
+  std::vector<Peer> peers_;   ///< indexed by rank; only those in served_ are mapped
+  std::vector<int> served_;   ///< the peers this transport serves (not this rank)
   std::deque<SendOp> selfSends_;  // messages to ourselves match locally
   std::deque<RecvOp> selfRecvs_;
   std::mutex mu_;

@@ -10,6 +10,14 @@
 
 namespace nlccl::transport {
 
+namespace shm {
+SingleCopyCounters& singleCopyCounters() {
+  static SingleCopyCounters c;
+  return c;
+}
+
+}  // namespace shm
+
 namespace {
 
 // How long a descriptor may wait at the head of a FIFO, with no receive for it, before its data
@@ -38,8 +46,8 @@ Status ShmTransport::mapDirect(int src, const shm::DirectDescriptor& d, const ch
       });
       p.maps.erase(cold);
     }
-    shm::RemoteMapping m;
-    Status s = shm::RemoteMapping::open(p.pid, d.fd, d.allocId, d.allocSize, &m);
+    shmem::RemoteMapping m;
+    Status s = shmem::RemoteMapping::open(p.pid, d.fd, d.allocId, d.allocSize, &m);
     if (s != Status::Success) {
       if (processDead(p.pid, p.startTime)) {
         WARN("shm: rank %d: peer rank %d died before its single-copy send was read", rank_, src);

@@ -93,11 +93,28 @@ ShmTransport::ShmTransport(int rank, int nranks, std::chrono::milliseconds timeo
 Status ShmTransport::create(int rank, int nranks, const AllGatherFn& allGather,
                             std::chrono::milliseconds timeout, std::function<Status()> health,
                             std::unique_ptr<ShmTransport>* out) {
+  std::vector<int> all;
+  for (int p = 0; p < nranks; ++p)
+    if (p != rank) all.push_back(p);
+  return create(rank, nranks, std::move(all), allGather, timeout, std::move(health), out);
+}
+
+Status ShmTransport::create(int rank, int nranks, std::vector<int> peers,
+                            const AllGatherFn& allGather, std::chrono::milliseconds timeout,
+                            std::function<Status()> health, std::unique_ptr<ShmTransport>* out) {
   if (nranks < 1 || rank < 0 || rank >= nranks || !out || (nranks > 1 && !allGather)) {
     WARN("shm: invalid arguments to ShmTransport::create (rank %d of %d)", rank, nranks);
     return Status::InvalidArgument;
   }
+  for (int p : peers)
+    if (p < 0 || p >= nranks || p == rank) {
+      WARN("shm: rank %d: peer %d is not another rank of the %d", rank, p, nranks);
+      return Status::InvalidArgument;
+    }
   std::unique_ptr<ShmTransport> t(new ShmTransport(rank, nranks, timeout, std::move(health)));
+  std::sort(peers.begin(), peers.end());
+  peers.erase(std::unique(peers.begin(), peers.end()), peers.end());
+  t->served_ = std::move(peers);
   NLCHECK(t->setup(allGather));
   *out = std::move(t);
   return Status::Success;
@@ -120,6 +137,7 @@ Status ShmTransport::setup(const AllGatherFn& allGather) {
     shm_unlink(ownName_.c_str());
     return Status::Success;
   }
+  // The exchange is collective over the whole group, even for a rank that serves no peer.
 
   SetupBlob mine{};
   mine.magic = kBlobMagic;
@@ -143,7 +161,8 @@ Status ShmTransport::setup(const AllGatherFn& allGather) {
       if (b.magic == kBlobMagic && memchr(b.name, 0, sizeof b.name)) shm_unlink(b.name);
     shm_unlink(ownName_.c_str());
   };
-  for (int p = 0; p < nranks_; ++p) {
+  const uint32_t sharers = static_cast<uint32_t>(served_.size());  // peers mapping each segment
+  for (int p : served_) {
     const SetupBlob& b = all[static_cast<size_t>(p)];
     if (b.magic != kBlobMagic || b.rank != p || !memchr(b.name, 0, sizeof b.name) ||
         strncmp(b.name, "/nlccl-", 7) != 0) {
@@ -151,7 +170,6 @@ Status ShmTransport::setup(const AllGatherFn& allGather) {
       unlinkAll();
       return Status::InternalError;
     }
-    if (p == rank_) continue;
     Peer& peer = peers_[static_cast<size_t>(p)];
     peer.pid = b.pid;
     peer.startTime = b.startTime;
@@ -162,7 +180,7 @@ Status ShmTransport::setup(const AllGatherFn& allGather) {
     }
     // The last rank to map a segment unlinks its name; the owner double-checks below.
     uint32_t before = peer.seg.header()->mapped.fetch_add(1);
-    if (before + 1 == static_cast<uint32_t>(nranks_ - 1)) shm_unlink(b.name);
+    if (before + 1 == sharers) shm_unlink(b.name);
     peer.seg.ringDoorbell();
   }
 
@@ -172,17 +190,17 @@ Status ShmTransport::setup(const AllGatherFn& allGather) {
   while (true) {
     uint32_t epoch = h->epoch.load();
     uint32_t mapped = h->mapped.load();
-    if (mapped >= static_cast<uint32_t>(nranks_ - 1)) break;
+    if (mapped >= sharers) break;
     auto now = std::chrono::steady_clock::now();
     Status bad = Status::Success;
     if (now >= deadline) {
-      WARN("shm: rank %d: only %u of %d peers mapped its segment within %lld ms", rank_, mapped,
-           nranks_ - 1, static_cast<long long>(timeout_.count()));
+      WARN("shm: rank %d: only %u of %u peers mapped its segment within %lld ms", rank_, mapped,
+           sharers, static_cast<long long>(timeout_.count()));
       bad = Status::Timeout;
     }
     if (bad == Status::Success) bad = checkPeers();
-    for (int p = 0; p < nranks_ && bad == Status::Success; ++p)
-      if (peers_[static_cast<size_t>(p)].gone != Gone::No) {
+    for (int p : served_)
+      if (bad == Status::Success && peers_[static_cast<size_t>(p)].gone != Gone::No) {
         WARN("shm: rank %d: peer rank %d died during setup", rank_, p);
         bad = Status::RemoteError;
       }

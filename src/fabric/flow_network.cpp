@@ -1,10 +1,10 @@
-#include "sim/flow_network.hpp"
+#include "fabric/flow_network.hpp"
 
 #include <algorithm>
 #include <cmath>
 #include <limits>
 
-namespace nlccl::sim {
+namespace nlccl::fabric {
 
 namespace {
 constexpr double kInf = std::numeric_limits<double>::infinity();
@@ -262,4 +262,4 @@ void FlowNetwork::popFinished(double t, std::vector<int64_t>* done) {
   }
 }
 
-}  // namespace nlccl::sim
+}  // namespace nlccl::fabric

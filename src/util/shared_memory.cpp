@@ -1,4 +1,4 @@
-#include "transports/shm/shm_memory.hpp"
+#include "util/shared_memory.hpp"
 
 #include <fcntl.h>
 #include <sys/mman.h>
@@ -15,7 +15,7 @@
 
 #include "util/log.hpp"
 
-namespace nlccl::transport::shm {
+namespace nlccl::shmem {
 
 namespace {
 
@@ -63,11 +63,6 @@ int createObject(uint64_t id) {
 }
 
 }  // namespace
-
-SingleCopyCounters& singleCopyCounters() {
-  static SingleCopyCounters c;
-  return c;
-}
 
 Status memAlloc(size_t size, void** ptr) {
   const size_t page = pageSize();
@@ -197,4 +192,4 @@ Status RemoteMapping::open(pid_t pid, int fd, uint64_t id, uint64_t size, Remote
   return Status::Success;
 }
 
-}  // namespace nlccl::transport::shm
+}  // namespace nlccl::shmem

@@ -5,10 +5,10 @@
 #include <map>
 #include <unordered_map>
 
-#include "nlccl/sim.hpp"
-#include "sim/flow_network.hpp"
+#include "fabric/flow_model.hpp"
+#include "fabric/flow_network.hpp"
 
-namespace nlccl::sim {
+namespace nlccl::fabric {
 
 namespace {
 constexpr double kInf = std::numeric_limits<double>::infinity();
@@ -217,4 +217,4 @@ double FlowModel::bottleneckBps(int chipA, int chipB) const {
   return bw;
 }
 
-}  // namespace nlccl::sim
+}  // namespace nlccl::fabric

@@ -1,4 +1,5 @@
-// Shareable host memory for nlcclMemAlloc, and the peer side of single-copy transfers.
+// Shareable host memory: nlcclMemAlloc's buffers (which the shm transport reads directly, single
+// copy), the neuronlink transport's shared timeline, and mappings of peers' allocations.
 //
 // Every allocation is its own memfd (mode 0600, sealed against shrinking, so a reader can never
 // take SIGBUS), mapped MAP_SHARED and kept open for the life of the allocation. A memfd has no
@@ -19,7 +20,7 @@
 
 #include "util/status.hpp"
 
-namespace nlccl::transport::shm {
+namespace nlccl::shmem {
 
 /// Allocates `size` bytes (page granular, zero-filled) of shareable memory into *ptr.
 Status memAlloc(size_t size, void** ptr);
@@ -61,13 +62,4 @@ class RemoteMapping {
   uint64_t size_ = 0;
 };
 
-/// Process-wide counters of single-copy messages (for tests and statistics).
-struct SingleCopyCounters {
-  std::atomic<uint64_t> sent{0};      ///< descriptors sent instead of data
-  std::atomic<uint64_t> received{0};  ///< descriptors delivered straight into a receive
-  std::atomic<uint64_t> bytes{0};     ///< bytes moved by those receives
-  std::atomic<uint64_t> unexpected{0};  ///< descriptors copied out to the unexpected queue
-};
-SingleCopyCounters& singleCopyCounters();
-
-}  // namespace nlccl::transport::shm
+}  // namespace nlccl::shmem

@@ -8,7 +8,7 @@
 #include <queue>
 #include <vector>
 
-namespace nlccl::sim {
+namespace nlccl::fabric {
 
 /// A resource use: flow rate x `coef` counts against the resource's capacity (coef 2 for HBM on a
 /// reduce-on-arrival: read of the destination + write of the sum).
@@ -88,4 +88,4 @@ class FlowNetwork {
   std::vector<std::pair<int, bool>> stack_;
 };
 
-}  // namespace nlccl::sim
+}  // namespace nlccl::fabric
