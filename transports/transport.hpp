@@ -9,6 +9,7 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 
 #include "kernels/reduce.hpp"
 #include "transports/time_model.hpp"
@@ -28,6 +29,10 @@ struct Reducer {
   size_t elemSize = 1;
   const void* src = nullptr;  ///< optional local operand
 };
+
+/// A collective exchange among the ranks of a group, for transport set-up: every rank contributes
+/// `bytes` from `mine`; `all` receives nranks * bytes, rank r's at all + r * bytes.
+using AllGatherFn = std::function<Status(const void* mine, size_t bytes, void* all)>;
 
 /// Completion record of one posted operation. The transport writes `status`, then sets `done`.
 /// `timing` is set by the engine only when the transport has a time model (time_model.hpp).
@@ -70,6 +75,10 @@ class Transport {
   /// Wakes `rank`'s waiters (its activity epoch changes): something outside the transport that
   /// lets it progress has happened (the neuronlink transport's shared clock moved).
   virtual void wake(int rank) = 0;
+
+  /// The transport that carries messages to `peer` ("shm", "ofi", ...): name() but for a
+  /// transport that routes peers to others.
+  virtual const char* peerTransport(int peer) const { return name(); }
 
   /// The fabric model's clock, for transports that model time (neuronlink); null otherwise.
   virtual TimeModel* timeModel() { return nullptr; }

@@ -34,12 +34,8 @@ Status applyConfig(const nlcclConfig_t* cfg, core::CommConfig* out, const char* 
   if (cfg->topology) out->topology = cfg->topology;
   if (cfg->algorithm) out->algorithm = cfg->algorithm;
   if (cfg->commName) out->name = cfg->commName;
-  static const char* const kTransports[] = {"auto", "loopback", "shm", "ofi", "neuronlink"};
-  bool known = false;
-  for (const char* t : kTransports) known = known || out->transport == t;
-  if (!known) {
-    WARN("%s: transport '%s' is unknown (valid: auto, loopback, shm, ofi, neuronlink)", func,
-         out->transport.c_str());
+  if (core::checkTransportChoice(out->transport) != Status::Success) {
+    WARN("%s: config->transport or NLCCL_TRANSPORT names no transport of this build", func);
     return Status::InvalidArgument;
   }
   return Status::Success;

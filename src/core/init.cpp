@@ -2,76 +2,82 @@
 
 #include <algorithm>
 #include <cstring>
+#include <thread>
 
+#include "bootstrap/unique_id.hpp"
 #include "core/process_init.hpp"
-#include "transports/loopback/loopback.hpp"
-#include "transports/neuronlink/neuronlink.hpp"
+#include "transports/registry.hpp"
 #include "util/log.hpp"
 
 namespace nlccl::core {
 
 namespace {
-/// What the first rank of a new in-process group hands the others.
-struct LocalShared {
-  std::shared_ptr<transport::LoopbackFabric> fabric;
-  std::shared_ptr<LocalRendezvous> rendezvous;
-  std::shared_ptr<const transport::LinkModel> model;  ///< neuronlink only
-  std::shared_ptr<void> timeline;                     ///< neuronlink only: its memory
-  size_t timelineBytes = 0;
-};
 
-Status makeShared(int n, const CommConfig& config, LocalShared* out) {
-  if (config.transport != "auto" && config.transport != "loopback" &&
-      config.transport != "neuronlink") {
-    WARN("transport '%s' is not available for ranks that are threads of one process (use "
-         "loopback or neuronlink)",
-         config.transport.c_str());
-    return Status::InvalidArgument;
-  }
-  out->fabric = std::make_shared<transport::LoopbackFabric>(n);
-  out->rendezvous = std::make_shared<LocalRendezvous>(n);
-  if (config.transport == "neuronlink") {
-    NLCHECK(neuronLinkModel(config, n, &out->model));
-    NLCHECK(transport::makeLocalTimeline(n, &out->timeline, &out->timelineBytes));
-  }
-  return Status::Success;
-}
-
-Status makeComm(int rank, int n, const LocalShared& shared, const CommConfig& config,
-                std::unique_ptr<Communicator>* out) {
-  std::unique_ptr<transport::Transport> tp =
-      std::make_unique<transport::LoopbackTransport>(shared.fabric, rank);
-  if (shared.model) {
-    std::unique_ptr<transport::Timeline> timeline;
-    NLCHECK(transport::Timeline::attach(shared.timeline, shared.timeline.get(),
-                                        shared.timelineBytes, n, rank, &timeline));
-    tp = std::make_unique<transport::NeuronLinkTransport>(std::move(tp), shared.model,
-                                                          std::move(timeline));
-  }
-  auto comm = std::make_unique<Communicator>(rank, n, std::move(tp), shared.rendezvous, config);
+/// The communicator of rank `rank` of an in-process group meeting at `rv`: its data path from
+/// the registry (collective: every rank of the group runs this at once, on its own thread).
+Status makeComm(int rank, int n, const std::shared_ptr<LocalRendezvous>& rv,
+                const CommConfig& config, std::unique_ptr<Communicator>* out) {
+  transport::Context ctx;
+  ctx.rank = rank;
+  ctx.nranks = n;
+  ctx.hosts.assign(static_cast<size_t>(n), bootstrap::hostIdentity());
+  ctx.threads = true;
+  ctx.timeout = config.timeout;
+  ctx.topology = config.topology;
+  LocalRendezvous* meet = rv.get();
+  const auto timeout = config.timeout;
+  ctx.allGather = [meet, rank, timeout](const void* mine, size_t bytes, void* all) {
+    return meet->allGather(rank, mine, bytes, all, timeout);
+  };
+  std::unique_ptr<transport::Transport> tp;
+  NLCHECK(transport::connect(ctx, config.transport, &tp));
+  auto comm = std::make_unique<Communicator>(rank, n, std::move(tp), rv, config);
   NLCHECK(comm->setAlgorithms(config.algorithm));
   *out = std::move(comm);
   return Status::Success;
 }
+
+/// Makes the communicators of ranks `ranks` (indices into the group of n at `rv`) on threads of
+/// their own, since their set-up is collective. The first failure wins.
+Status makeComms(int n, const std::shared_ptr<LocalRendezvous>& rv, const CommConfig& config,
+                 std::vector<std::unique_ptr<Communicator>>* out) {
+  out->clear();
+  out->resize(static_cast<size_t>(n));
+  std::vector<Status> status(static_cast<size_t>(n), Status::Success);
+  std::vector<std::string> why(static_cast<size_t>(n));
+  std::vector<std::thread> threads;
+  for (int r = 0; r < n; ++r)
+    threads.emplace_back([&, r] {
+      status[r] = makeComm(r, n, rv, config, &(*out)[r]);
+      if (status[r] != Status::Success) why[r] = log::lastError();  // per thread: hand it back
+    });
+  for (auto& t : threads) t.join();
+  for (int r = 0; r < n; ++r)
+    if (status[r] != Status::Success) {
+      out->clear();
+      log::setLastError(why[r]);
+      return status[r];
+    }
+  return Status::Success;
+}
+
 }  // namespace
 
-Status neuronLinkModel(const CommConfig& config, int nranks,
-                       std::shared_ptr<const transport::LinkModel>* out) {
-  transport::LinkModelOptions opts;
-  NLCHECK(transport::linkModelOptionsFromEnv(config.topology, &opts));
-  return transport::LinkModel::create(opts, nranks, out);
+Status checkTransportChoice(const std::string& choice) {
+  if (choice == "auto") return Status::Success;
+  for (const transport::Entry& e : transport::entries())
+    if (choice == e.name) return Status::Success;
+  for (const transport::Decorator& d : transport::decorators())
+    if (choice == d.name) return Status::Success;
+  WARN("transport '%s' is not built into this library (valid: %s)", choice.c_str(),
+       transport::choices().c_str());
+  return Status::InvalidArgument;
 }
 
 Status initAll(int n, const CommConfig& config, std::vector<std::unique_ptr<Communicator>>* out) {
-  LocalShared shared;
-  NLCHECK(makeShared(n, config, &shared));
-  out->clear();
-  for (int r = 0; r < n; ++r) {
-    std::unique_ptr<Communicator> c;
-    NLCHECK(makeComm(r, n, shared, config, &c));
-    out->push_back(std::move(c));
-  }
-  INFO(log::kInit, "initialised %d ranks over %s", n, shared.model ? "neuronlink" : "loopback");
+  NLCHECK(checkTransportChoice(config.transport));
+  NLCHECK(makeComms(n, std::make_shared<LocalRendezvous>(n), config, out));
+  INFO(log::kInit, "initialised %d ranks over %s", n, (*out)[0]->transport()->name());
   return Status::Success;
 }
 
@@ -93,32 +99,27 @@ Status split(Communicator* parent, int color, int key, const CommConfig& config,
     if (color >= 0 && all[r].color == color) members.push_back(r);
   std::stable_sort(members.begin(), members.end(),
                    [&](int a, int b) { return all[a].key < all[b].key; });
-  bool leader = !members.empty() && members.front() == me;
-  LocalShared* made = nullptr;
-  Status s = Status::Success;
-  if (leader) {
-    made = new LocalShared;
-    s = makeShared(static_cast<int>(members.size()), config, made);
-  }
-  std::vector<LocalShared*> handed(n);
-  Status g = rv->allGather(me, &made, sizeof(made), handed.data(), timeout);
-  if (s == Status::Success) s = g;
-  if (s == Status::Success && color >= 0 && handed[members.front()]->fabric == nullptr) {
-    WARN("nlcclCommSplit: rank %d could not set up the new communicator", members.front());
-    s = Status::InvalidArgument;
-  }
-  if (s == Status::Success && color >= 0) {
-    int newRank = static_cast<int>(std::find(members.begin(), members.end(), me) - members.begin());
-    s = makeComm(newRank, static_cast<int>(members.size()), *handed[members.front()], config, out);
-  } else if (color < 0) {
-    out->reset();
-  }
-  // Everyone has copied what its leader made before the leader frees it.
+  // The group's leader makes its meeting point and hands it to the members; every rank (in
+  // its own thread, as the parent's ranks are) then builds its communicator there.
+  const bool leader = !members.empty() && members.front() == me;
+  std::shared_ptr<LocalRendezvous> made;
+  if (leader) made = std::make_shared<LocalRendezvous>(static_cast<int>(members.size()));
+  const std::shared_ptr<LocalRendezvous>* handle = leader ? &made : nullptr;
+  std::vector<const std::shared_ptr<LocalRendezvous>*> handed(n);
+  NLCHECK(rv->allGather(me, &handle, sizeof(handle), handed.data(), timeout));
+  std::shared_ptr<LocalRendezvous> group = color >= 0 ? *handed[members.front()] : nullptr;
+  // Everyone has copied what its leader made before the leader's handle goes.
   char none = 0;
   std::vector<char> sink(n);
-  Status b = rv->allGather(me, &none, 1, sink.data(), timeout);
-  delete made;
-  return s != Status::Success ? s : b;
+  NLCHECK(rv->allGather(me, &none, 1, sink.data(), timeout));
+  if (color < 0) {
+    out->reset();
+    return Status::Success;
+  }
+  const int newRank =
+      static_cast<int>(std::find(members.begin(), members.end(), me) - members.begin());
+  NLCHECK(checkTransportChoice(config.transport));
+  return makeComm(newRank, static_cast<int>(members.size()), group, config, out);
 }
 
 }  // namespace nlccl::core

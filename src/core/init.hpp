@@ -1,20 +1,19 @@
-// Making communicators: n ranks as threads of this process (loopback), and splitting one.
+// Making communicators: n ranks as threads of this process, and splitting one.
 #pragma once
 
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "core/comm.hpp"
-#include "transports/neuronlink/link_model.hpp"
 
 namespace nlccl::core {
 
-/// The fabric model of the neuronlink transport for `nranks` ranks (config.topology and the
-/// NLCCL_NEURONLINK_* environment).
-Status neuronLinkModel(const CommConfig& config, int nranks,
-                       std::shared_ptr<const transport::LinkModel>* out);
+/// InvalidArgument (logged, naming the valid ones) unless `choice` is "auto" or a transport the
+/// registry has.
+Status checkTransportChoice(const std::string& choice);
 
-/// n communicators sharing an in-process loopback fabric (nlcclCommInitAll).
+/// n communicators whose ranks are threads of this process (nlcclCommInitAll).
 Status initAll(int n, const CommConfig& config, std::vector<std::unique_ptr<Communicator>>* out);
 
 /// Collective over `parent`: ranks with the same color form a communicator ordered by (key, old

@@ -4,9 +4,7 @@
 
 #include "bootstrap/root.hpp"
 #include "core/init.hpp"
-#include "transports/neuronlink/neuronlink.hpp"
-#include "transports/shm/shm.hpp"
-#include "util/shared_memory.hpp"
+#include "transports/registry.hpp"
 #include "util/log.hpp"
 
 namespace nlccl::core {
@@ -26,81 +24,27 @@ std::vector<int> hostGroupsOf(const bootstrap::Bootstrap& bs) {
   return {perHost, n / perHost};
 }
 
-/// The neuronlink transport's shared timeline for ranks that are processes: rank 0 allocates it
-/// as a memfd (nlcclMemAlloc's kind: no name, so nothing outlives the processes) and every other
-/// rank maps it through /proc/<pid>/fd.
-Status sharedTimeline(bootstrap::Bootstrap& bs, std::unique_ptr<transport::Timeline>* out) {
-  struct Where {
-    int32_t pid = 0, fd = -1;
-    uint64_t id = 0, size = 0;
-    int32_t status = 0;
-  };
-  const int rank = bs.rank(), nranks = bs.nranks();
-  Where mine;
-  std::shared_ptr<void> mem;
-  Status s = Status::Success;
-  if (rank == 0) {
-    std::chrono::milliseconds grace;
-    s = transport::timelineIdleGrace(&grace);
-    const size_t bytes = transport::Timeline::bytesFor(nranks, transport::timelineCapacity());
-    void* p = nullptr;
-    if (s == Status::Success) s = shmem::memAlloc(bytes, &p);
-    if (s == Status::Success) {
-      mem = std::shared_ptr<void>(p, [](void* q) { shmem::memFree(q); });
-      s = transport::Timeline::format(p, bytes, nranks, transport::timelineCapacity(), grace);
-    }
-    shmem::AllocationRef ref;
-    if (s == Status::Success && !shmem::findAllocation(p, bytes, &ref))
-      s = Status::InternalError;
-    mine = {static_cast<int32_t>(getpid()), ref.fd, ref.id, ref.size, static_cast<int32_t>(s)};
-  }
-  std::vector<Where> all(static_cast<size_t>(nranks));
-  NLCHECK(bs.allGather(&mine, sizeof(mine), all.data()));
-  const Where w = all[0];
-  if (w.status != 0) return static_cast<Status>(w.status);
-  void* base = mem.get();
-  if (rank != 0) {
-    auto map = std::make_shared<shmem::RemoteMapping>();
-    NLCHECK(shmem::RemoteMapping::open(w.pid, w.fd, w.id, w.size, map.get(), true));
-    base = map->writableData();
-    mem = std::shared_ptr<void>(map, base);  // keeps the mapping alive
-  }
-  return transport::Timeline::attach(mem, base, w.size, nranks, rank, out);
-}
-
-/// Builds the communicator of one rank over `bs` (a fresh bootstrap or a split of one).
+/// Builds the communicator of one rank over `bs` (a fresh bootstrap or a split of one): every
+/// pair of ranks gets the transport the registry chooses for it.
 Status connect(std::unique_ptr<bootstrap::Bootstrap> bs, const CommConfig& config,
                std::unique_ptr<Communicator>* out) {
   const int rank = bs->rank(), nranks = bs->nranks();
-  bool allLocal = true;
-  for (int r = 0; r < nranks; ++r) allLocal = allLocal && bs->sameHost(r);
-  const std::string& want = config.transport;
-  if (want == "loopback") {
-    WARN("transport 'loopback' joins threads of one process; ranks made by nlcclCommInitRank are "
-         "processes (use shm, or nlcclCommInitAll for threads)");
-    return Status::InvalidArgument;
-  }
-  if (want == "ofi" || ((want == "auto" || want == "neuronlink") && !allLocal)) {
-    WARN("rank %d: transport '%s' is not available in this build (ranks on %s host%s)", rank,
-         want.c_str(), allLocal ? "one" : "several", allLocal ? "" : "s");
-    return Status::InvalidUsage;
-  }
+  NLCHECK(checkTransportChoice(config.transport));
   auto rv = std::make_shared<BootstrapRendezvous>(std::move(bs));
   bootstrap::Bootstrap* b = &rv->bootstrap();
-  std::unique_ptr<transport::ShmTransport> shm;
-  NLCHECK(transport::ShmTransport::create(
-      rank, nranks,
-      [b](const void* mine, size_t bytes, void* all) { return b->allGather(mine, bytes, all); },
-      config.timeout, [b]() { return b->health(); }, &shm));
-  std::unique_ptr<transport::Transport> tp = std::move(shm);
-  if (want == "neuronlink") {
-    std::shared_ptr<const transport::LinkModel> model;
-    NLCHECK(neuronLinkModel(config, nranks, &model));
-    std::unique_ptr<transport::Timeline> timeline;
-    NLCHECK(sharedTimeline(*b, &timeline));
-    tp = std::make_unique<transport::NeuronLinkTransport>(std::move(tp), model,
-                                                          std::move(timeline));
-  }
+  transport::Context ctx;
+  ctx.rank = rank;
+  ctx.nranks = nranks;
+  for (int r = 0; r < nranks; ++r) ctx.hosts.push_back(b->peerHostIdentity(r));
+  ctx.threads = false;
+  ctx.allGather = [b](const void* mine, size_t bytes, void* all) {
+    return b->allGather(mine, bytes, all);
+  };
+  ctx.timeout = config.timeout;
+  ctx.health = [b]() { return b->health(); };
+  ctx.topology = config.topology;
+  std::unique_ptr<transport::Transport> tp;
+  NLCHECK(transport::connect(ctx, config.transport, &tp));
   auto comm = std::make_unique<Communicator>(rank, nranks, std::move(tp), rv, config);
   comm->setHostGroups(hostGroupsOf(*b));
   NLCHECK(comm->setAlgorithms(config.algorithm));

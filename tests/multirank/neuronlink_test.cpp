@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 #include <sys/mman.h>
 
+#include <atomic>
 #include <chrono>
 #include <cmath>
 #include <cstdlib>
@@ -52,16 +53,25 @@ TEST(NeuronLinkTest, EightByteSendRecvTakesTheLatency) {
   Env env({{"NLCCL_TRANSPORT", "neuronlink"}});
   std::vector<nlcclComm_t> comms(2);
   ASSERT_EQ(nlcclCommInitAll(comms.data(), 2, nullptr), nlcclSuccess) << nlcclGetLastError(nullptr);
+  // Wall time from just before the send is posted to the receive's completion: real-time mode
+  // must not deliver before the modelled arrival (measuring from the receiver's own start would
+  // depend on which thread starts first).
+  std::atomic<int64_t> sentAtNs{0};
   double wallUs = 0;
   runRanks(2, [&](int r) {
     double v = 42;
-    auto t0 = std::chrono::steady_clock::now();
+    auto nowNs = [] {
+      return std::chrono::duration_cast<std::chrono::nanoseconds>(
+                 std::chrono::steady_clock::now().time_since_epoch())
+          .count();
+    };
     if (r == 0) {
+      sentAtNs.store(nowNs());
       ASSERT_EQ(nlcclSend(&v, 1, nlcclDouble, 1, comms[0], nullptr), nlcclSuccess);
     } else {
       v = 0;
       ASSERT_EQ(nlcclRecv(&v, 1, nlcclDouble, 0, comms[1], nullptr), nlcclSuccess);
-      wallUs = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count();
+      wallUs = static_cast<double>(nowNs() - sentAtNs.load()) / 1e3;
       EXPECT_EQ(v, 42);
     }
   });

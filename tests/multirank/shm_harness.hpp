@@ -57,7 +57,7 @@ inline thread_local int gRank = -1;
   } while (0)
 
 /// The all-gather the bootstrap provides in real use: a round-numbered board in shared memory.
-inline ShmTransport::AllGatherFn makeAllGather(Shared* sh, int rank, int nranks) {
+inline AllGatherFn makeAllGather(Shared* sh, int rank, int nranks) {
   auto round = std::make_shared<int>(0);
   return [=](const void* mine, size_t bytes, void* all) {
     if (bytes > kMaxBlob || *round >= kRounds) return Status::InternalError;

@@ -12,6 +12,23 @@ LoopbackFabric::LoopbackFabric(int nranks) : nranks_(nranks) {
   for (int i = 0; i < nranks * nranks; ++i) boxes_.push_back(std::make_unique<Mailbox>());
 }
 
+Status LoopbackTransport::create(int rank, int nranks, const AllGatherFn& allGather,
+                                 std::unique_ptr<LoopbackTransport>* out) {
+  // The ranks are threads of this process, so a pointer to rank 0's handle is valid in all of
+  // them; a second exchange keeps it alive until every rank has copied the fabric.
+  std::shared_ptr<LoopbackFabric> fabric;
+  if (rank == 0) fabric = std::make_shared<LoopbackFabric>(nranks);
+  const std::shared_ptr<LoopbackFabric>* mine = rank == 0 ? &fabric : nullptr;
+  std::vector<const std::shared_ptr<LoopbackFabric>*> all(static_cast<size_t>(nranks));
+  NLCHECK(allGather(&mine, sizeof(mine), all.data()));
+  if (rank != 0) fabric = *all[0];
+  char none = 0;
+  std::vector<char> sink(static_cast<size_t>(nranks));
+  NLCHECK(allGather(&none, 1, sink.data()));
+  *out = std::make_unique<LoopbackTransport>(std::move(fabric), rank);
+  return Status::Success;
+}
+
 namespace {
 void complete(Request* req, Status s) {
   req->status = s;

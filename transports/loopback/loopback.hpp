@@ -46,6 +46,10 @@ class LoopbackTransport final : public Transport {
  public:
   LoopbackTransport(std::shared_ptr<LoopbackFabric> fabric, int rank)
       : fabric_(std::move(fabric)), rank_(rank) {}
+  /// Collective over the threads of one group: rank 0 makes the fabric and `allGather` (which
+  /// must run in this process) hands it to the others.
+  static Status create(int rank, int nranks, const AllGatherFn& allGather,
+                       std::unique_ptr<LoopbackTransport>* out);
   const char* name() const override { return "loopback"; }
   int rank() const override { return rank_; }
   int nranks() const override { return fabric_->nranks(); }

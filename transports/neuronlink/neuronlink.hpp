@@ -34,6 +34,12 @@ class NeuronLinkTransport final : public Transport, public TimeModel {
  public:
   NeuronLinkTransport(std::unique_ptr<Transport> inner, std::shared_ptr<const LinkModel> model,
                       std::unique_ptr<Timeline> timeline);
+  /// Wraps `inner` (which carries the bytes) for its group: loads the fabric model of `topology`
+  /// (NLCCL_TOPOLOGY's preset or file; NLCCL_NEURONLINK_* override it) and sets up the shared
+  /// timeline. Collective over the group (`allGather`).
+  static Status create(std::unique_ptr<Transport> inner, const std::string& topology,
+                       const AllGatherFn& allGather, std::unique_ptr<Transport>* out);
+  const char* peerTransport(int peer) const override { return inner_->peerTransport(peer); }
   ~NeuronLinkTransport() override;
 
   const char* name() const override { return "neuronlink"; }

@@ -377,20 +377,4 @@ Status timelineIdleGrace(std::chrono::milliseconds* out) {
   return Status::Success;
 }
 
-Status makeLocalTimeline(int nranks, std::shared_ptr<void>* mem, size_t* bytes) {
-  std::chrono::milliseconds grace;
-  NLCHECK(timelineIdleGrace(&grace));
-  const size_t n = Timeline::bytesFor(nranks, timelineCapacity());
-  void* p = mmap(nullptr, n, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-  if (p == MAP_FAILED) {
-    WARN("neuronlink: cannot map %zu bytes for the shared clock: %s", n, strerror(errno));
-    return Status::SystemError;
-  }
-  std::shared_ptr<void> owner(p, [n](void* q) { munmap(q, n); });
-  NLCHECK(Timeline::format(p, n, nranks, timelineCapacity(), grace));
-  *mem = std::move(owner);
-  *bytes = n;
-  return Status::Success;
-}
-
 }  // namespace nlccl::transport

@@ -32,6 +32,7 @@
 #include <memory>
 #include <vector>
 
+#include "transports/transport.hpp"
 #include "util/status.hpp"
 
 namespace nlccl::transport {
@@ -132,8 +133,11 @@ class Timeline {
   int64_t lastLivenessNs_ = 0;
 };
 
-/// A zeroed timeline for `nranks` threads of this process (capacity from the default).
-Status makeLocalTimeline(int nranks, std::shared_ptr<void>* mem, size_t* bytes);
+/// The timeline of a group, in shareable memory (util/shared_memory.hpp) that rank 0 allocates
+/// and every other rank maps through /proc/<pid>/fd: the same for threads and for processes, and
+/// nameless, so nothing outlives the ranks. Collective over the group (`allGather`).
+Status sharedTimeline(int rank, int nranks, const AllGatherFn& allGather,
+                      std::unique_ptr<Timeline>* out);
 /// Ring capacity, in records, and idle grace: NLCCL_NEURONLINK_IDLE_MS (default 50).
 uint64_t timelineCapacity();
 Status timelineIdleGrace(std::chrono::milliseconds* out);

@@ -70,8 +70,6 @@ SingleCopyCounters& singleCopyCounters();
 
 class ShmTransport final : public Transport {
  public:
-  /// Exchanges `bytes` from every rank: all[r * bytes ...] receives rank r's blob.
-  using AllGatherFn = std::function<Status(const void* mine, size_t bytes, void* all)>;
 
   /// Collective: every rank of the group calls it. Creates this rank's segment, exchanges names
   /// through `allGather`, maps every peer's segment and waits (up to `timeout`) until every peer
