@@ -193,6 +193,14 @@ Measure RankBench::measure(CheckCase c, bool inPlace) {
     if (o_.blocking) NLOK(nlcclStreamSynchronize(stream_));
   }
   NLOK(nlcclStreamSynchronize(stream_));
+  // The warm-up's last call was this collective: the communicator says which algorithm ran.
+  std::string algorithm;
+  if (o_.warmup > 0) {
+    nlcclCommStats_t st;
+    st.size = sizeof st;
+    NLOK(nlcclCommGetStats(comm_, &st));
+    algorithm = st.lastAlgorithm;
+  }
   if (mpi != nullptr) {
     mpi->barrier();
     for (int i = 0; i < o_.warmup; ++i) mpi->issue(c, send, recv);
@@ -210,6 +218,7 @@ Measure RankBench::measure(CheckCase c, bool inPlace) {
   }
 
   Measure m;
+  m.algorithm = algorithm;
   if (modelled_) {
     // The collective ends when its last rank does: the max over ranks of the last iteration.
     m.modelUs = maxDouble(lastModelledUs());

@@ -37,11 +37,7 @@ const char* mpiName(Coll c) {
 }  // namespace
 
 Reporter::Reporter(const Options& opts, int nranks, int nThreads, const char* mode, bool modelled)
-    : opts_(opts), nranks_(nranks), nThreads_(nThreads), mode_(mode), modelled_(modelled) {
-  // The public API cannot say which algorithm the tuner picked; report the override if any.
-  const char* algo = std::getenv("NLCCL_ALGO");
-  if (algo != nullptr) algorithm_ = algo;
-}
+    : opts_(opts), nranks_(nranks), nThreads_(nThreads), mode_(mode), modelled_(modelled) {}
 
 Reporter::~Reporter() {
   if (csv_ != nullptr) std::fclose(csv_);
@@ -164,7 +160,7 @@ void Reporter::row(size_t bytes, size_t count, nlcclDataType_t type, const char*
 
 void Reporter::record(size_t bytes, size_t count, nlcclDataType_t type, const char* op, int root,
                       bool inPlace, const Measure& m) {
-  const char* algo = algorithm_.empty() ? "" : algorithm_.c_str();
+  const char* algo = m.algorithm.c_str();
   if (csv_ != nullptr) {
     std::fprintf(csv_, "%s,%s,%d,%zu,%zu,%s,%s,%d,%d,%.3f,%.6f,%.6f,", opts_.collName.c_str(),
                  algo, nranks_, bytes, count, typeName(type), op, root, inPlace ? 1 : 0,
@@ -179,7 +175,7 @@ void Reporter::record(size_t bytes, size_t count, nlcclDataType_t type, const ch
   }
   if (!opts_.jsonPath.empty()) {
     nlohmann::json r = {{"collective", opts_.collName},
-                        {"algorithm", algorithm_.empty() ? nlohmann::json() : nlohmann::json(algorithm_)},
+                        {"algorithm", m.algorithm.empty() ? nlohmann::json() : nlohmann::json(m.algorithm)},
                         {"ranks", nranks_},
                         {"bytes", bytes},
                         {"count", count},

@@ -29,6 +29,7 @@ struct Measure {
   double mpiBusBw = 0;
   double modelUs = -1;    ///< simulated NeuronLink: modelled time (max over ranks; -1: none)
   double modelBusBw = 0;
+  std::string algorithm;  ///< what the communicator ran (nlcclCommGetStats), "" if unknown
 };
 
 /// Prints what rank 0 reports and writes the files.
@@ -54,7 +55,6 @@ class Reporter {
   int nranks_, nThreads_;
   std::string mode_;
   bool modelled_;
-  std::string algorithm_;
   double bwSum_ = 0;
   int bwCount_ = 0;
   double logRatioSum_ = 0;  ///< --compare-mpi: for the geometric mean of the ratios

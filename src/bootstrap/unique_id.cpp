@@ -11,10 +11,12 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <cinttypes>
 #include <fstream>
 #include <random>
 
 #include "util/log.hpp"
+#include "util/params.hpp"
 
 namespace nlccl::bootstrap {
 
@@ -196,10 +198,10 @@ Status listenEndpointFromEnv(Endpoint* ep) {
   *ep = Endpoint{};
   ep->addr[0] = 127;
   ep->addr[3] = 1;
-  const char* addr = getenv("NLCCL_BOOTSTRAP_ADDR");
-  if (addr != nullptr && *addr) return parseBootstrapAddr(addr, ep);
-  const char* ifname = getenv("NLCCL_SOCKET_IFNAME");
-  if (ifname != nullptr && *ifname) return interfaceAddress(ifname, ep);
+  const Param<std::string> addr = paramBootstrapAddr();
+  if (addr.set) return parseBootstrapAddr(addr.value.c_str(), ep);
+  const Param<std::string> ifname = paramSocketIfname();
+  if (ifname.set) return interfaceAddress(ifname.value.c_str(), ep);
   return Status::Success;
 }
 
@@ -217,6 +219,8 @@ uint64_t randomSecret() {
 }
 
 std::string hostIdentity() {
+  // NLCCL_HOSTID stands one machine in for several hosts (tests), or names hosts explicitly.
+  if (const Param<std::string> id = paramHostId(); id.set) return "id:" + id.value;
   char host[256] = {0};
   gethostname(host, sizeof(host) - 1);
   std::string boot;
@@ -227,12 +231,9 @@ std::string hostIdentity() {
 
 int64_t resolveTimeoutMs(int64_t requestedMs) {
   if (requestedMs > 0) return requestedMs;
-  if (const char* e = getenv("NLCCL_TIMEOUT_MS")) {
-    char* end = nullptr;
-    long long v = strtoll(e, &end, 10);
-    if (end != e && *end == '\0' && v > 0) return v;
-    WARN("bootstrap: ignoring NLCCL_TIMEOUT_MS=\"%s\" (want a positive integer)", e);
-  }
+  const Param<int64_t> env = paramTimeoutMs();
+  if (env.value > 0) return env.value;
+  WARN("bootstrap: ignoring NLCCL_TIMEOUT_MS=%" PRId64 " (want a positive integer)", env.value);
   return 300000;
 }
 

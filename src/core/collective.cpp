@@ -5,7 +5,7 @@
 #include <sstream>
 
 #include "core/group.hpp"
-#include "core/params.hpp"
+#include "util/params.hpp"
 #include "core/work.hpp"
 #include "util/log.hpp"
 #include "util/ranges.hpp"
@@ -19,7 +19,7 @@ namespace {
 Status hierShape(const Communicator& comm, plan::Request* req) {
   const int nranks = comm.nranks();
   std::vector<int>* groups = &req->groups;
-  std::string algos = paramHierAlgos();
+  std::string algos = paramHierAlgos().value;
   req->levelAlgorithms.clear();
   std::stringstream as(algos);
   for (std::string a; std::getline(as, a, ',');) {
@@ -30,7 +30,7 @@ Status hierShape(const Communicator& comm, plan::Request* req) {
     }
     req->levelAlgorithms.push_back(a);
   }
-  std::string spec = paramHierGroups();
+  std::string spec = paramHierGroups().value;
   *groups = comm.hostGroups();
   if (spec.empty()) return Status::Success;
   groups->clear();
@@ -246,6 +246,10 @@ Status collective(Communicator* comm, const CollArgs& a, Stream* stream) {
   NLCHECK(comm->getPlan(req, algo, &plan));
 
   const size_t es = dataTypeSize(a.dtype);
+  INFO(log::kColl, "%s: rank %d of %d, count %zu, %s, %s, root %d, %s, algorithm %s%s",
+       collectiveName(a.collective), comm->rank(), comm->nranks(), a.count,
+       dataTypeName(a.dtype), redOpName(a.op), a.root, inPlace ? "in place" : "out of place",
+       algo.c_str(), stream ? ", on a stream" : "");
   auto work = std::make_shared<Work>();
   work->addComm(comm);
   engine::CollJob job;
@@ -279,6 +283,10 @@ Status pointToPoint(Communicator* comm, bool isSend, void* buf, size_t count, Da
   engine::P2PJob job;
   job.transport = comm->transport();
   uint64_t n = isSend ? comm->nextSendTag(peer) : comm->nextRecvTag(peer);
+  INFO(log::kP2P, "%s: rank %d %s rank %d, %zu x %s, message %llu of the pair, over %s",
+       isSend ? "send" : "recv", comm->rank(), isSend ? "to" : "from", peer, count,
+       dataTypeName(dtype), static_cast<unsigned long long>(n),
+       comm->transport()->peerTransport(peer));
   job.ops.push_back({isSend, peer, buf, count * dataTypeSize(dtype), engine::makeP2PTag(n)});
   work->p2ps.push_back(std::move(job));
   return submit(std::move(work), stream);

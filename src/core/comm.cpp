@@ -3,19 +3,19 @@
 
 #include "algorithms/algorithms.hpp"
 #include "algorithms/selection.hpp"
-#include "core/params.hpp"
+#include "util/params.hpp"
 #include "util/log.hpp"
 
 namespace nlccl::core {
 
 CommConfig defaultConfig() {
   CommConfig c;
-  c.timeout = std::chrono::milliseconds(paramTimeoutMs());
-  c.transport = paramTransport();
-  c.topology = paramTopology();
-  c.algorithm = paramAlgo();
-  c.sliceBytes = static_cast<size_t>(std::max<int64_t>(0, paramSliceBytes()));
-  c.check = paramCheck() != 0;
+  c.timeout = std::chrono::milliseconds(paramTimeoutMs().value);
+  c.transport = paramTransport().value;
+  c.topology = paramTopology().value;
+  c.algorithm = paramAlgo().value;
+  c.sliceBytes = static_cast<size_t>(paramSliceBytes().value);
+  c.check = paramCheck().value != 0;
   return c;
 }
 

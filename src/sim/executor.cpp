@@ -337,6 +337,9 @@ Status Executor::run(Result* out, std::string* error) {
     out->links.push_back({static_cast<int>(l), linkBytes_[l], peak});
   }
   out->wallS = std::chrono::duration<double>(std::chrono::steady_clock::now() - wall0).count();
+  INFO(log::kSim, "simulated %s %s on %d ranks (%s): %d loops, %zu transfers, %zu events, %.6f s "
+       "modelled in %.3f s", plan_.algorithm.c_str(), collectiveName(plan_.collective),
+       plan_.nranks, modeName(opts_.mode), loops_, flows_, events_, out->timeS, out->wallS);
   return Status::Success;
 }
 

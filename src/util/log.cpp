@@ -1,5 +1,7 @@
 #include "util/log.hpp"
 
+#include "util/params.hpp"
+
 #include <unistd.h>
 
 #include <atomic>
@@ -37,7 +39,7 @@ uint32_t parseSubsys(const char* s) {
       const char* name;
       uint32_t bit;
     } const names[] = {{"INIT", kInit}, {"COLL", kColl}, {"P2P", kP2P}, {"SHM", kShm},
-                       {"NET", kNet},   {"SIM", kSim},   {"TUNE", kTune}, {"BOOTSTRAP", kBootstrap},
+                       {"NET", kNet},   {"SIM", kSim},   {"BOOTSTRAP", kBootstrap},
                        {"ENV", kEnv},   {"ALL", kAll}};
     for (const auto& n : names)
       if (tok.size() == strlen(n.name) && strncasecmp(tok.data(), n.name, tok.size()) == 0)
@@ -72,15 +74,15 @@ int loadLevel() {
   std::lock_guard<std::mutex> lock(gMutex);
   lvl = gLevel.load(std::memory_order_relaxed);
   if (lvl >= 0) return lvl;
-  const char* e = getenv("NLCCL_DEBUG");
+  const char* e = paramDebugText();
   Level l = Level::None;
   if (e != nullptr) {
     if (strcasecmp(e, "WARN") == 0) l = Level::Warn;
     else if (strcasecmp(e, "INFO") == 0) l = Level::Info;
     else if (strcasecmp(e, "TRACE") == 0) l = Level::Trace;
   }
-  gMask.store(parseSubsys(getenv("NLCCL_DEBUG_SUBSYS")), std::memory_order_relaxed);
-  const char* f = getenv("NLCCL_DEBUG_FILE");
+  gMask.store(parseSubsys(paramDebugSubsysText()), std::memory_order_relaxed);
+  const char* f = paramDebugFileText();
   if (f != nullptr && *f) {
     std::string path = expandPath(f);
     gOut = fopen(path.c_str(), "w");

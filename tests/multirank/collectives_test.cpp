@@ -5,7 +5,7 @@
 #include <cstdlib>
 
 #include "common/threads.hpp"
-#include "core/params.hpp"
+#include "util/params.hpp"
 #include "multirank/collective_case.hpp"
 
 namespace nlccl::testing {
@@ -31,7 +31,7 @@ class CollectivesTest : public ::testing::TestWithParam<Param> {
   static void SetUpTestSuite() {
     // Small slices so that multi-slice pipelining runs on test-sized buffers.
     setenv("NLCCL_SLICE_BYTES", "512", 1);
-    core::resetParams();
+    resetParams();
   }
 };
 

@@ -4,7 +4,7 @@
 #include <memory>
 
 #include "common/threads.hpp"
-#include "core/params.hpp"
+#include "util/params.hpp"
 #include "multirank/collective_case.hpp"
 
 namespace nlccl::testing {
@@ -44,10 +44,10 @@ TEST(StreamsTest, ErrorSurfacesAtSynchronizeAndAsyncError) {
   // Rank 1 never joins: rank 0's queued all-reduce times out, and the stream reports it.
   std::vector<nlcclComm_t> comms(2);
   setenv("NLCCL_TIMEOUT_MS", "300", 1);
-  core::resetParams();
+  resetParams();
   ASSERT_EQ(nlcclCommInitAll(comms.data(), 2, nullptr), nlcclSuccess);
   unsetenv("NLCCL_TIMEOUT_MS");
-  core::resetParams();
+  resetParams();
   nlcclStream_t stream;
   ASSERT_EQ(nlcclStreamCreate(&stream), nlcclSuccess);
   std::vector<float> buf(16, 1.0f);

@@ -6,20 +6,19 @@
 #include <sstream>
 
 #include "util/log.hpp"
+#include "util/params.hpp"
 
 namespace nlccl::transport {
 
 namespace {
-Status envDouble(const char* name, double* out) {
-  const char* v = getenv(name);
-  if (v == nullptr || *v == '\0') return Status::Success;
-  char* end = nullptr;
-  double d = strtod(v, &end);
-  if (end == v || *end != '\0' || !(d >= 0)) {
-    WARN("%s=%s is not a non-negative number", name, v);
+/// A non-negative number from `p`; InvalidArgument naming the variable when it is not one.
+Status nonNegative(const Param<double>& p, const char* name, double* out) {
+  if (!p.set) return Status::Success;
+  if (!p.ok || !(p.value >= 0)) {
+    WARN("%s=%s is not a non-negative number", name, p.ok ? std::to_string(p.value).c_str() : "?");
     return Status::InvalidArgument;
   }
-  *out = d;
+  *out = p.value;
   return Status::Success;
 }
 }  // namespace
@@ -27,17 +26,21 @@ Status envDouble(const char* name, double* out) {
 Status linkModelOptionsFromEnv(const std::string& topology, LinkModelOptions* out) {
   LinkModelOptions o;
   if (!topology.empty()) o.topology = topology;
-  NLCHECK(envDouble("NLCCL_NEURONLINK_LATENCY_US", &o.latencyUs));
-  NLCHECK(envDouble("NLCCL_NEURONLINK_BANDWIDTH_GBPS", &o.bandwidthGBps));
-  if (const char* v = getenv("NLCCL_NEURONLINK_REALTIME")) o.realtime = std::string(v) != "0";
-  if (const char* v = getenv("NLCCL_NEURONLINK_CHIPS")) {
-    std::stringstream ss(v);
+  NLCHECK(nonNegative(paramNeuronlinkLatencyUs(), "NLCCL_NEURONLINK_LATENCY_US", &o.latencyUs));
+  NLCHECK(nonNegative(paramNeuronlinkBandwidthGbps(), "NLCCL_NEURONLINK_BANDWIDTH_GBPS",
+                      &o.bandwidthGBps));
+  const Param<int64_t> realtime = paramNeuronlinkRealtime();
+  if (!realtime.ok) return Status::InvalidArgument;
+  o.realtime = realtime.value != 0;
+  if (const Param<std::string> chips = paramNeuronlinkChips(); chips.set) {
+    std::stringstream ss(chips.value);
     std::string tok;
     while (std::getline(ss, tok, ',')) {
       char* end = nullptr;
       long c = strtol(tok.c_str(), &end, 10);
       if (tok.empty() || *end != '\0' || c < 0) {
-        WARN("NLCCL_NEURONLINK_CHIPS=%s: '%s' is not a chip number", v, tok.c_str());
+        WARN("NLCCL_NEURONLINK_CHIPS=%s: '%s' is not a chip number", chips.value.c_str(),
+             tok.c_str());
         return Status::InvalidArgument;
       }
       o.chips.push_back(static_cast<int>(c));

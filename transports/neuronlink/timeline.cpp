@@ -16,6 +16,7 @@
 #include <thread>
 
 #include "util/log.hpp"
+#include "util/params.hpp"
 #include "util/process.hpp"
 
 namespace nlccl::transport {
@@ -364,16 +365,13 @@ void Timeline::leave(std::vector<int>* wake) {
 uint64_t timelineCapacity() { return kDefaultCapacity; }
 
 Status timelineIdleGrace(std::chrono::milliseconds* out) {
-  *out = std::chrono::milliseconds(50);
-  const char* v = getenv("NLCCL_NEURONLINK_IDLE_MS");
-  if (v == nullptr || *v == '\0') return Status::Success;
-  char* end = nullptr;
-  long ms = strtol(v, &end, 10);
-  if (end == v || *end != '\0' || ms < 0) {
-    WARN("NLCCL_NEURONLINK_IDLE_MS=%s is not a non-negative whole number of milliseconds", v);
+  const Param<int64_t> ms = paramNeuronlinkIdleMs();
+  if (!ms.ok || ms.value < 0) {
+    WARN("NLCCL_NEURONLINK_IDLE_MS=%s is not a non-negative whole number of milliseconds",
+         paramNeuronlinkIdleMsText());
     return Status::InvalidArgument;
   }
-  *out = std::chrono::milliseconds(ms);
+  *out = std::chrono::milliseconds(ms.value);
   return Status::Success;
 }
 

@@ -16,17 +16,14 @@
 #include "transports/shm/shm.hpp"
 #include "util/futex.hpp"
 #include "util/log.hpp"
+#include "util/params.hpp"
 #include "util/process.hpp"
-#include "util/size_parse.hpp"
 
 namespace nlccl::transport {
 
 namespace {
 
 constexpr uint64_t kBlobMagic = 0x626f6c626d687331ull;
-constexpr uint64_t kDefaultSlotBytes = 512 * 1024;
-constexpr uint32_t kDefaultSlots = 8;
-constexpr uint64_t kDefaultSingleCopyBytes = 64 * 1024;
 
 /// What each rank publishes through the setup all-gather.
 struct SetupBlob {
@@ -37,42 +34,24 @@ struct SetupBlob {
   char name[64];
 };
 
-// "512K", "4M", "65536" -> bytes; 0 when unparsable or too large.
-uint64_t parseSize(const char* s) {
-  uint64_t v = 0;
-  return util::parseSize(s, &v) ? v : 0;
-}
-
 void geometryFromEnv(uint32_t* slots, uint64_t* slotBytes) {
-  *slots = kDefaultSlots;
-  *slotBytes = kDefaultSlotBytes;
-  if (const char* e = getenv("NLCCL_SHM_SLOT_BYTES")) {
-    uint64_t v = parseSize(e);
-    if (v == 0)
-      WARN("shm: ignoring NLCCL_SHM_SLOT_BYTES=%s (expected bytes, e.g. 512K)", e);
-    else
-      *slotBytes = std::clamp<uint64_t>((v + 4095) / 4096 * 4096, 4096, uint64_t{1} << 30);
-  }
-  if (const char* e = getenv("NLCCL_SHM_SLOTS")) {
-    char* end = nullptr;
-    long v = strtol(e, &end, 10);
-    if (end == e || *end != '\0' || v < 2)
-      WARN("shm: ignoring NLCCL_SHM_SLOTS=%s (need >= 2)", e);
-    else
-      *slots = static_cast<uint32_t>(std::min<long>(v, 4096));
-  }
+  const Param<uint64_t> bytes = paramShmSlotBytes();
+  *slotBytes = bytes.def;
+  if (bytes.set && bytes.ok && bytes.value > 0)
+    *slotBytes = std::clamp<uint64_t>((bytes.value + 4095) / 4096 * 4096, 4096, uint64_t{1} << 30);
+  else if (bytes.set)
+    WARN("shm: ignoring NLCCL_SHM_SLOT_BYTES=%s (expected bytes, e.g. 512K)", paramShmSlotBytesText());
+  const Param<int64_t> n = paramShmSlots();
+  *slots = static_cast<uint32_t>(n.def);
+  if (n.set && n.ok && n.value >= 2)
+    *slots = static_cast<uint32_t>(std::min<int64_t>(n.value, 4096));
+  else if (n.set)
+    WARN("shm: ignoring NLCCL_SHM_SLOTS=%s (need >= 2)", paramShmSlotsText());
 }
 
 uint64_t singleCopyFromEnv() {
-  const char* e = getenv("NLCCL_SHM_SINGLE_COPY_BYTES");
-  if (!e) return kDefaultSingleCopyBytes;
-  if (strcmp(e, "0") == 0) return 0;  // disabled
-  uint64_t v = parseSize(e);
-  if (v == 0) {
-    WARN("shm: ignoring NLCCL_SHM_SINGLE_COPY_BYTES=%s (expected bytes, e.g. 64K, or 0)", e);
-    return kDefaultSingleCopyBytes;
-  }
-  return v;
+  const Param<uint64_t> v = paramShmSingleCopyBytes();  // 0 disables
+  return v.value;  // the default when malformed (logged)
 }
 
 std::string uniqueName(int rank) {
