@@ -4,16 +4,16 @@
 // rank r + 2^k, packed into Scratch.
 #include "algorithms/builders.hpp"
 #include "algorithms/families.hpp"
-#include "algorithms/subgroup.hpp"
+#include "algorithms/patterns.hpp"
 
 namespace nlccl::algo {
 
 Plan bruckAllToAll(const plan::Request& req) {
-  Plan p = sub::shell(req, "bruck");
+  Plan p = pattern::shell(req, "bruck");
   const int np = req.nranks;
   const size_t c = req.count, pc = c * static_cast<size_t>(np);
   if (c == 0) return p;
-  auto mod = [np](int a) { return sub::mod(a, np); };
+  auto mod = [np](int a) { return pattern::mod(a, np); };
   // Largest number of blocks a step moves, and the scratch layout: [work (in place only) | send
   // pack | receive pack].
   size_t maxBlocks = 0;
@@ -30,7 +30,7 @@ Plan bruckAllToAll(const plan::Request& req) {
                          : plan::out(static_cast<size_t>(mod(r - j)) * c, c);
     };
     for (int j = 0; j < np; ++j)
-      sub::local(p, r, 0, LocalKind::Copy, plan::in(static_cast<size_t>(mod(r + j)) * c, c),
+      pattern::local(p, r, 0, LocalKind::Copy, plan::in(static_cast<size_t>(mod(r + j)) * c, c),
                  work(j));
     auto pack = [&](Step& st, int bit) {
       size_t idx = 0;
@@ -40,26 +40,26 @@ Plan bruckAllToAll(const plan::Request& req) {
     };
     Step first;
     pack(first, 1);
-    sub::push(p, r, 0, std::move(first));
+    pattern::push(p, r, 0, std::move(first));
     for (int bit = 1; bit < np; bit <<= 1) {
       size_t nb = 0;
       for (int j = 0; j < np; ++j) nb += (j & bit) != 0;
       Step st;
-      sub::xfer(st, XferKind::Send, mod(r + bit), plan::scratch(sendBase, nb * c));
-      sub::xfer(st, XferKind::Recv, mod(r - bit), plan::scratch(recvBase, nb * c));
+      pattern::xfer(st, XferKind::Send, mod(r + bit), plan::scratch(sendBase, nb * c));
+      pattern::xfer(st, XferKind::Recv, mod(r - bit), plan::scratch(recvBase, nb * c));
       size_t idx = 0;
       for (int j = 0; j < np; ++j)
         if (j & bit)
           st.locals.push_back({LocalKind::Copy, plan::scratch(recvBase + c * idx++, c), work(j)});
       if ((bit << 1) < np) pack(st, bit << 1);
-      sub::push(p, r, 0, std::move(st));
+      pattern::push(p, r, 0, std::move(st));
     }
     if (req.inPlace)
       for (int j = 0; j < np; ++j)
-        sub::local(p, r, 0, LocalKind::Copy, work(j),
+        pattern::local(p, r, 0, LocalKind::Copy, work(j),
                    plan::out(static_cast<size_t>(mod(r - j)) * c, c));
   }
-  sub::fitScratch(p);
+  pattern::fitScratch(p);
   return p;
 }
 

@@ -5,13 +5,13 @@
 #include <algorithm>
 
 #include "algorithms/families.hpp"
-#include "algorithms/ring_helpers.hpp"
+#include "algorithms/patterns.hpp"
 
 namespace nlccl::algo {
 namespace {
 
 using namespace plan;
-using ring::mod;
+using pattern::mod;
 
 /// Block layout of one rank's Input and Output (offsets and sizes in elements per peer).
 struct Blocks {
@@ -39,7 +39,7 @@ Blocks blocksOf(const Request& req, int r) {
 }
 
 Plan pairwise(const Request& req) {
-  Plan plan = ring::emptyPlan(req, "direct");
+  Plan plan = pattern::shell(req, "direct", 1);
   const int p = req.nranks;
   const bool v = req.collective == Collective::AllToAllv;
   // Equal blocks slice alike in Input and Output, so staging stays slice-local; variable blocks
@@ -57,20 +57,20 @@ Plan pairwise(const Request& req) {
     if (req.inPlace) {
       for (int j = 0; j < p; ++j)
         if (b.inCount[j] > 0 && (j != r || v))
-          first.locals.push_back(ring::copy(in(b.inOff[j], b.inCount[j]), src(j)));
+          first.locals.push_back(pattern::copy(in(b.inOff[j], b.inCount[j]), src(j)));
       if (v && b.inCount[r] > 0)
-        first.locals.push_back(ring::copy(src(r), out(b.outOff[r], b.outCount[r])));
+        first.locals.push_back(pattern::copy(src(r), out(b.outOff[r], b.outCount[r])));
     } else if (b.inCount[r] > 0) {
       first.locals.push_back(
-          ring::copy(in(b.inOff[r], b.inCount[r]), out(b.outOff[r], b.outCount[r])));
+          pattern::copy(in(b.inOff[r], b.inCount[r]), out(b.outOff[r], b.outCount[r])));
     }
     if (!first.locals.empty()) steps.push_back(std::move(first));
     for (int s = 1; s < p; ++s) {
       const int to = mod(r + s, p), from = mod(r - s, p);
       Step st;
-      if (b.inCount[to] > 0) st.transfers.push_back(ring::send(to, src(to)));
+      if (b.inCount[to] > 0) st.transfers.push_back(pattern::send(to, src(to)));
       if (b.outCount[from] > 0)
-        st.transfers.push_back(ring::recv(from, out(b.outOff[from], b.outCount[from])));
+        st.transfers.push_back(pattern::recv(from, out(b.outOff[from], b.outCount[from])));
       if (!st.transfers.empty()) steps.push_back(std::move(st));
     }
   }

@@ -1,4 +1,4 @@
-// hier: hierarchical collectives composed from subgroup building blocks (subgroup.hpp) over the
+// hier: hierarchical collectives composed from the shared step patterns (patterns.hpp) over the
 // levels of Request::groups (innermost first; rank = c0 + g0*(c1 + g1*(c2 + ...))).
 //   all-reduce:     reduce-scatter in each level's group going out, all-reduce at the outermost
 //                   level, all-gather coming back in (each on the shard the level below left).
@@ -17,7 +17,7 @@
 
 #include "algorithms/builders.hpp"
 #include "algorithms/families.hpp"
-#include "algorithms/subgroup.hpp"
+#include "algorithms/patterns.hpp"
 
 namespace nlccl::algo {
 
@@ -88,37 +88,37 @@ Region keyRange(const Levels& lv, int rank, int l, size_t c) {
 }  // namespace
 
 Plan hierAllReduce(const plan::Request& req) {
-  Plan p = sub::shell(req, "hier");
+  Plan p = pattern::shell(req, "hier");
   const Levels lv = levelsOf(req);
   const int top = lv.levels() - 1, np = req.nranks;
   const size_t n = req.count;
   // A tree at the top level runs its two trees on two channels; every phase then splits in halves.
   const int nch = lv.algo[top] == "tree" ? 2 : 1;
   for (int t = 0; t < nch; ++t) {
-    const Region whole = sub::block(plan::out(0, n), nch, t);
+    const Region whole = pattern::block(plan::out(0, n), nch, t);
     if (!req.inPlace)
       for (int r = 0; r < np; ++r)
-        sub::local(p, r, t, LocalKind::Copy, plan::in(whole.offset, whole.count), whole);
+        pattern::local(p, r, t, LocalKind::Copy, plan::in(whole.offset, whole.count), whole);
     // The shard of `rank` after reduce-scatters at levels 0..l-1.
     auto shard = [&](int rank, int l) {
       Region s = whole;
-      for (int k = 0; k < l; ++k) s = sub::block(s, lv.size[k], lv.coord(rank, k));
+      for (int k = 0; k < l; ++k) s = pattern::block(s, lv.size[k], lv.coord(rank, k));
       return s;
     };
     for (int l = 0; l < top; ++l)
       forGroups(lv, np, l, [&](const std::vector<int>& m, int r) {
-        sub::reduceScatter(lv.algo[l], p, t, m, shard(r, l));
+        pattern::appendReduceScatter(lv.algo[l], p, t, m, shard(r, l));
       });
     forGroups(lv, np, top, [&](const std::vector<int>& m, int r) {
       const Region s = shard(r, top);
-      sub::allReduce(lv.algo[top], p, t, m, s, t, s.offset);
+      pattern::appendAllReduce(lv.algo[top], p, t, m, s, t, s.offset);
     });
     for (int l = top - 1; l >= 0; --l)
       forGroups(lv, np, l, [&](const std::vector<int>& m, int r) {
-        sub::allGather(lv.algo[l], p, t, m, shard(r, l));
+        pattern::appendAllGather(lv.algo[l], p, t, m, shard(r, l));
       });
   }
-  sub::fitScratch(p);
+  pattern::fitScratch(p);
   return p;
 }
 
@@ -128,7 +128,7 @@ namespace {
 // all-gather stages its own block, runs the levels from the outermost in and unpacks every block;
 // reduce-scatter stages every block, runs the levels from the innermost out and unpacks its own.
 Plan hierKeyed(const plan::Request& req, bool gather) {
-  Plan p = sub::shell(req, "hier");
+  Plan p = pattern::shell(req, "hier");
   const Levels lv = levelsOf(req);
   const int np = req.nranks, nl = lv.levels();
   const size_t c = req.count;
@@ -136,29 +136,29 @@ Plan hierKeyed(const plan::Request& req, bool gather) {
   auto keyed = [&](int q) { return plan::scratch(lv.key(q) * c, c); };
   for (int r = 0; r < np; ++r) {
     if (gather)
-      sub::local(p, r, 0, LocalKind::Copy, plan::in(0, c), keyed(r));
+      pattern::local(p, r, 0, LocalKind::Copy, plan::in(0, c), keyed(r));
     else
       for (int q = 0; q < np; ++q)
-        sub::local(p, r, 0, LocalKind::Copy, plan::in(q * c, c), keyed(q));
+        pattern::local(p, r, 0, LocalKind::Copy, plan::in(q * c, c), keyed(q));
   }
   for (int i = 0; i < nl; ++i) {
     const int l = gather ? nl - 1 - i : i;
     forGroups(lv, np, l, [&](const std::vector<int>& m, int r) {
       const Region range = keyRange(lv, r, l, c);
       if (gather)
-        sub::allGather(lv.algo[l], p, 0, m, range);
+        pattern::appendAllGather(lv.algo[l], p, 0, m, range);
       else
-        sub::reduceScatter(lv.algo[l], p, 0, m, range);
+        pattern::appendReduceScatter(lv.algo[l], p, 0, m, range);
     });
   }
   for (int r = 0; r < np; ++r) {
     if (gather)
       for (int q = 0; q < np; ++q)
-        sub::local(p, r, 0, LocalKind::Copy, keyed(q), plan::out(q * c, c));
+        pattern::local(p, r, 0, LocalKind::Copy, keyed(q), plan::out(q * c, c));
     else
-      sub::local(p, r, 0, LocalKind::Copy, keyed(r), plan::out(0, c));
+      pattern::local(p, r, 0, LocalKind::Copy, keyed(r), plan::out(0, c));
   }
-  sub::fitScratch(p);
+  pattern::fitScratch(p);
   return p;
 }
 
@@ -168,7 +168,7 @@ Plan hierAllGather(const plan::Request& req) { return hierKeyed(req, /*gather=*/
 Plan hierReduceScatter(const plan::Request& req) { return hierKeyed(req, /*gather=*/false); }
 
 Plan hierAllToAll(const plan::Request& req) {
-  Plan p = sub::shell(req, "hier");
+  Plan p = pattern::shell(req, "hier");
   const int np = req.nranks;
   const Levels lv = levelsOf(req);
   const int Y = lv.size[0], X = np / Y;
@@ -210,33 +210,33 @@ Plan hierAllToAll(const plan::Request& req) {
     auto inOff = [&](int dst) { return inPrefix[dst]; };
     for (int d0 = 0; d0 < Y; ++d0)
       for (int D = 0; D < X; ++D)
-        sub::local(p, R, 0, LocalKind::Copy, plan::in(inOff(rank(d0, D)), S(R, rank(d0, D))),
+        pattern::local(p, R, 0, LocalKind::Copy, plan::in(inOff(rank(d0, D)), S(R, rank(d0, D))),
                    a(d0, D));
-    for (int D = 0; D < X; ++D) sub::local(p, R, 0, LocalKind::Copy, a(y, D), b(y, D));
+    for (int D = 0; D < X; ++D) pattern::local(p, R, 0, LocalKind::Copy, a(y, D), b(y, D));
     // Stage 1, inside the group: rotated pairwise exchange.
     for (int s = 1; s < Y; ++s) {
       const int to = (y + s) % Y, from = (y - s + Y) % Y;
       Step st;
-      sub::xfer(st, XferKind::Send, rank(to, x), span(a(to, 0), a(to, X - 1)));
-      sub::xfer(st, XferKind::Recv, rank(from, x), span(b(from, 0), b(from, X - 1)));
-      sub::push(p, R, 0, std::move(st));
+      pattern::xfer(st, XferKind::Send, rank(to, x), span(a(to, 0), a(to, X - 1)));
+      pattern::xfer(st, XferKind::Recv, rank(from, x), span(b(from, 0), b(from, X - 1)));
+      pattern::push(p, R, 0, std::move(st));
     }
     for (int s0 = 0; s0 < Y; ++s0)
-      for (int D = 0; D < X; ++D) sub::local(p, R, 0, LocalKind::Copy, b(s0, D), cc(D, s0));
+      for (int D = 0; D < X; ++D) pattern::local(p, R, 0, LocalKind::Copy, b(s0, D), cc(D, s0));
     // Stage 2, across groups between ranks of the same local index.
     const Region own = span(cc(x, 0), cc(x, Y - 1));
-    sub::local(p, R, 0, LocalKind::Copy, own, plan::out(outOff(rank(0, x)), own.count));
+    pattern::local(p, R, 0, LocalKind::Copy, own, plan::out(outOff(rank(0, x)), own.count));
     for (int t = 1; t < X; ++t) {
       const int to = (x + t) % X, from = (x - t + X) % X;
       size_t inCount = 0;
       for (int s0 = 0; s0 < Y; ++s0) inCount += S(rank(s0, from), R);
       Step st;
-      sub::xfer(st, XferKind::Send, rank(y, to), span(cc(to, 0), cc(to, Y - 1)));
-      sub::xfer(st, XferKind::Recv, rank(y, from), plan::out(outOff(rank(0, from)), inCount));
-      sub::push(p, R, 0, std::move(st));
+      pattern::xfer(st, XferKind::Send, rank(y, to), span(cc(to, 0), cc(to, Y - 1)));
+      pattern::xfer(st, XferKind::Recv, rank(y, from), plan::out(outOff(rank(0, from)), inCount));
+      pattern::push(p, R, 0, std::move(st));
     }
   }
-  sub::fitScratch(p);
+  pattern::fitScratch(p);
   return p;
 }
 

@@ -9,98 +9,73 @@
 // reducing on arrival: memory is swept once, not twice. Only where the operand already sits in
 // the destination (in place, Output is Input's block) does a step reduce on arrival.
 #include "algorithms/families.hpp"
-#include "algorithms/ring_helpers.hpp"
+#include "algorithms/patterns.hpp"
 
 namespace nlccl::algo {
 namespace {
 
 using namespace plan;
-using ring::chunk;
-using ring::mod;
+using pattern::mod;
 
 // The frame every ring builder shares: a pipelinable one-channel Plan with `scratch` elements of
 // Scratch, empty when count is 0. A single rank only copies Input to Output (out of place);
-// otherwise `program(r, steps)` writes rank r's steps.
+// otherwise `program(r, plan)` appends rank r's steps (or `all(plan)` every rank's).
 template <typename Program>
 Plan ringPlan(const Request& req, size_t scratch, Program program) {
-  Plan plan = ring::emptyPlan(req, "ring");
+  Plan plan = pattern::shell(req, "ring", 1);
   plan.pipelinable = true;
   const size_t n = req.count;
   if (n == 0) return plan;
   plan.scratchCount = scratch;
-  for (int r = 0; r < req.nranks; ++r) {
-    std::vector<Step>& steps = plan.ranks[r].channels[0].steps;
-    if (req.nranks > 1)
-      program(r, steps);
-    else if (!req.inPlace)
-      steps.push_back({{}, {ring::copy(in(0, n), out(0, n))}});
+  if (req.nranks > 1) {
+    program(plan);
+  } else if (!req.inPlace) {
+    plan.ranks[0].channels[0].steps.push_back({{}, {pattern::copy(in(0, n), out(0, n))}});
   }
   return plan;
 }
 
-// Rank r at step s < p-1 sends chunk r-s and reduces chunk r-s-1 on arrival; after p-1 steps it
-// holds the sum of chunk r+1, which the all-gather steps then pass around the ring.
+// Ring reduce-scatter of the whole buffer into Output (chunk j of every rank), then ring
+// all-gather of the chunks. Out of place, step s reduces this rank's Input chunk with the
+// incoming partial sum straight into Output.
 Plan ringAllReduce(const Request& req) {
   const int p = req.nranks;
-  const size_t n = req.count;
-  return ringPlan(req, 0, [&](int r, std::vector<Step>& steps) {
-    const int next = ring::nextRank(r, p), prev = ring::prevRank(r, p);
-    auto inC = [&](int j) {
-      ring::Chunk c = chunk(n, p, mod(j, p));
-      return in(c.offset, c.count);
-    };
-    auto outC = [&](int j) {
-      ring::Chunk c = chunk(n, p, mod(j, p));
-      return out(c.offset, c.count);
-    };
-    for (int s = 0; s < p - 1; ++s) {
-      Step st;
-      st.transfers.push_back(ring::send(next, s == 0 ? inC(r) : outC(r - s)));
-      // Out of place, chunk r-s-1 of Output = this rank's Input chunk + the incoming partial sum.
-      st.transfers.push_back(req.inPlace
-                                 ? ring::recvReduce(prev, outC(r - s - 1))
-                                 : ring::recvReduceCopy(prev, outC(r - s - 1), inC(r - s - 1)));
-      steps.push_back(std::move(st));
-    }
-    for (int s = 0; s < p - 1; ++s)
-      steps.push_back({{ring::send(next, outC(r + 1 - s)), ring::recv(prev, outC(r - s))}, {}});
+  const Region whole = out(0, req.count), input = in(0, req.count);
+  return ringPlan(req, 0, [&](Plan& plan) {
+    const auto all = pattern::iota(p);
+    pattern::RingReduceLayout lay{
+        [&](int, int j) { return pattern::block(req.inPlace ? whole : input, p, j); },
+        [&](int, int, int j) { return pattern::block(whole, p, j); }};
+    pattern::appendRingReduceScatter(plan, 0, all, lay);
+    pattern::appendRingAllGather(plan, 0, all, whole);
   });
 }
 
-// Rank r forwards block r-s at step s and receives block r-s-1.
+// Rank r owns block r of Output; out of place it sends its block from Input and copies it into
+// place in the first step.
 Plan ringAllGather(const Request& req) {
   const int p = req.nranks;
   const size_t c = req.count;
-  return ringPlan(req, 0, [&](int r, std::vector<Step>& steps) {
-    auto block = [&](int j) { return out(static_cast<size_t>(mod(j, p)) * c, c); };
-    const int next = ring::nextRank(r, p), prev = ring::prevRank(r, p);
-    Step first{{ring::send(next, in(0, c)), ring::recv(prev, block(r - 1))}, {}};
-    if (!req.inPlace) first.locals.push_back(ring::copy(in(0, c), block(r)));
-    steps.push_back(std::move(first));
-    for (int s = 1; s < p - 1; ++s)
-      steps.push_back({{ring::send(next, block(r - s)), ring::recv(prev, block(r - s - 1))}, {}});
+  return ringPlan(req, 0, [&](Plan& plan) {
+    pattern::appendRingAllGather(
+        plan, 0, pattern::iota(p), [&](int, int j) { return out(static_cast<size_t>(j) * c, c); },
+        [&](int i) { return req.inPlace ? out(static_cast<size_t>(i) * c, c) : in(0, c); });
   });
 }
 
-// Rank r at step s sends the partial sum of block r-s-1 and reduces block r-s-2 on arrival; the
-// last step reduces block r straight into Output. Partial sums live in two Scratch slots.
+// Partial sums travel through two Scratch slots; the last step reduces block r straight into
+// Output (in place, Output is Input's block r: it reduces on arrival).
 Plan ringReduceScatter(const Request& req) {
   const int p = req.nranks;
   const size_t c = req.count;
   const size_t scratchCount = p >= 3 ? static_cast<size_t>(std::min(2, p - 2)) * c : 0;
-  return ringPlan(req, scratchCount, [&](int r, std::vector<Step>& steps) {
-    const int next = ring::nextRank(r, p), prev = ring::prevRank(r, p);
-    auto inB = [&](int j) { return in(static_cast<size_t>(mod(j, p)) * c, c); };
-    auto target = [&](int s) { return s == p - 2 ? out(0, c) : scratch((s % 2) * c, c); };
-    // target(s) = this rank's block r-s-2 + the incoming partial sum, in one sweep. In place the
-    // last step's operand, block r, already is Output: it reduces on arrival.
-    for (int s = 0; s < p - 1; ++s) {
-      const bool operandInPlace = req.inPlace && s == p - 2;
-      steps.push_back({{ring::send(next, s == 0 ? inB(r - 1) : target(s - 1)),
-                        operandInPlace ? ring::recvReduce(prev, target(s))
-                                       : ring::recvReduceCopy(prev, target(s), inB(r - s - 2))},
-                       {}});
-    }
+  return ringPlan(req, scratchCount, [&](Plan& plan) {
+    pattern::RingReduceLayout lay{
+        [&](int i, int j) {
+          return req.inPlace && i == j ? out(0, c) : in(static_cast<size_t>(j) * c, c);
+        },
+        [&](int, int s, int) { return s == p - 2 ? out(0, c) : scratch((s % 2) * c, c); }};
+    pattern::appendRingReduceScatter(plan, 0, pattern::iota(p), lay);
   });
 }
 
@@ -108,16 +83,20 @@ Plan ringReduceScatter(const Request& req) {
 Plan ringBroadcast(const Request& req) {
   const int p = req.nranks;
   const size_t n = req.count;
-  return ringPlan(req, 0, [&](int r, std::vector<Step>& steps) {
-    const int d = mod(r - req.root, p), next = ring::nextRank(r, p), prev = ring::prevRank(r, p);
-    if (d == 0) {
-      Step st{{ring::send(next, in(0, n))}, {}};
-      if (!req.inPlace) st.locals.push_back(ring::copy(in(0, n), out(0, n)));
-      steps.push_back(std::move(st));
-    } else if (d < p - 1) {
-      steps.push_back({{{XferKind::RecvCopySend, prev, next, out(0, n)}}, {}});
-    } else {
-      steps.push_back({{ring::recv(prev, out(0, n))}, {}});
+  return ringPlan(req, 0, [&](Plan& plan) {
+    for (int r = 0; r < p; ++r) {
+      std::vector<Step>& steps = plan.ranks[r].channels[0].steps;
+      const int d = mod(r - req.root, p), next = pattern::nextRank(r, p),
+                prev = pattern::prevRank(r, p);
+      if (d == 0) {
+        Step st{{pattern::send(next, in(0, n))}, {}};
+        if (!req.inPlace) st.locals.push_back(pattern::copy(in(0, n), out(0, n)));
+        steps.push_back(std::move(st));
+      } else if (d < p - 1) {
+        steps.push_back({{{XferKind::RecvCopySend, prev, next, out(0, n)}}, {}});
+      } else {
+        steps.push_back({{pattern::recv(prev, out(0, n))}, {}});
+      }
     }
   });
 }
@@ -127,18 +106,21 @@ Plan ringBroadcast(const Request& req) {
 Plan ringReduce(const Request& req) {
   const int p = req.nranks;
   const size_t n = req.count;
-  return ringPlan(req, p >= 3 ? n : 0, [&](int r, std::vector<Step>& steps) {
-    const int d = mod(r - req.root - 1, p), next = ring::nextRank(r, p),
-              prev = ring::prevRank(r, p);
-    if (d == p - 1) {  // the root
-      steps.push_back({{req.inPlace ? ring::recvReduce(prev, out(0, n))
-                                    : ring::recvReduceCopy(prev, out(0, n), in(0, n))},
-                       {}});
-    } else if (d == 0) {
-      steps.push_back({{ring::send(next, in(0, n))}, {}});
-    } else {  // scratch = input + incoming, then forwarded (in place too: Output is not used)
-      steps.push_back(
-          {{{XferKind::RecvReduceCopySend, prev, next, scratch(0, n), in(0, n)}}, {}});
+  return ringPlan(req, p >= 3 ? n : 0, [&](Plan& plan) {
+    for (int r = 0; r < p; ++r) {
+      std::vector<Step>& steps = plan.ranks[r].channels[0].steps;
+      const int d = mod(r - req.root - 1, p), next = pattern::nextRank(r, p),
+                prev = pattern::prevRank(r, p);
+      if (d == p - 1) {  // the root
+        steps.push_back({{req.inPlace ? pattern::recvReduce(prev, out(0, n))
+                                      : pattern::recvReduceCopy(prev, out(0, n), in(0, n))},
+                         {}});
+      } else if (d == 0) {
+        steps.push_back({{pattern::send(next, in(0, n))}, {}});
+      } else {  // scratch = input + incoming, then forwarded (in place too: Output is not used)
+        steps.push_back(
+            {{{XferKind::RecvReduceCopySend, prev, next, scratch(0, n), in(0, n)}}, {}});
+      }
     }
   });
 }

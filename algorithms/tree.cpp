@@ -1,49 +1,49 @@
 // tree: NCCL's double binary tree all-reduce; binomial-tree broadcast and reduce.
 #include "algorithms/builders.hpp"
 #include "algorithms/families.hpp"
-#include "algorithms/subgroup.hpp"
+#include "algorithms/patterns.hpp"
 #include "algorithms/tree_pattern.hpp"
 
 namespace nlccl::algo {
 
 Plan treeAllReduce(const plan::Request& req, int chunks) {
-  Plan p = sub::shell(req, "tree");
+  Plan p = pattern::shell(req, "tree");
   const size_t n = req.count, h0 = (n + 1) / 2;
   const Region half[2] = {plan::out(0, h0), plan::out(h0, n - h0)};
-  const auto all = sub::iota(req.nranks);
+  const auto all = pattern::iota(req.nranks);
   for (int t = 0; t < 2; ++t) {
     const int c = static_cast<int>(
-        std::min<size_t>(chunks > 0 ? static_cast<size_t>(chunks) : sub::treeChunks(half[t].count),
+        std::min<size_t>(chunks > 0 ? static_cast<size_t>(chunks) : pattern::treeChunks(half[t].count),
                          std::max<size_t>(half[t].count, 1)));
     if (!req.inPlace) {
       // Copy chunk by chunk so that every region the channel touches is a whole chunk
       // (pipelinable).
       for (int r = 0; r < req.nranks; ++r)
         for (int k = 0; k < c; ++k) {
-          const Region o = sub::block(half[t], c, k);
-          sub::local(p, r, t, LocalKind::Copy, plan::in(o.offset, o.count), o);
+          const Region o = pattern::block(half[t], c, k);
+          pattern::local(p, r, t, LocalKind::Copy, plan::in(o.offset, o.count), o);
         }
     }
-    sub::treeAllReduce(p, t, all, half[t], t, c, half[t].offset);
+    pattern::appendTreeAllReduce(p, t, all, half[t], t, c, half[t].offset);
   }
-  sub::fitScratch(p);
+  pattern::fitScratch(p);
   p.pipelinable = true;
   return p;
 }
 
 Plan binomialBroadcast(const plan::Request& req) {
-  Plan p = sub::shell(req, "tree");
+  Plan p = pattern::shell(req, "tree");
   const int np = req.nranks;
   const Region buf = plan::out(0, req.count);
   for (int r = 0; r < np; ++r) {
     const int v = (r - req.root + np) % np;
-    if (v == 0 && !req.inPlace) sub::local(p, r, 0, LocalKind::Copy, plan::in(0, req.count), buf);
+    if (v == 0 && !req.inPlace) pattern::local(p, r, 0, LocalKind::Copy, plan::in(0, req.count), buf);
     int mask = 1;
     while (mask < np) {
       if (v & mask) {
         Step st;
-        sub::xfer(st, XferKind::Recv, (v - mask + req.root) % np, buf);
-        sub::push(p, r, 0, std::move(st));
+        pattern::xfer(st, XferKind::Recv, (v - mask + req.root) % np, buf);
+        pattern::push(p, r, 0, std::move(st));
         break;
       }
       mask <<= 1;
@@ -51,8 +51,8 @@ Plan binomialBroadcast(const plan::Request& req) {
     for (mask >>= 1; mask > 0; mask >>= 1) {
       if (v + mask < np) {
         Step st;
-        sub::xfer(st, XferKind::Send, (v + mask + req.root) % np, buf);
-        sub::push(p, r, 0, std::move(st));
+        pattern::xfer(st, XferKind::Send, (v + mask + req.root) % np, buf);
+        pattern::push(p, r, 0, std::move(st));
       }
     }
   }
@@ -61,7 +61,7 @@ Plan binomialBroadcast(const plan::Request& req) {
 }
 
 Plan binomialReduce(const plan::Request& req) {
-  Plan p = sub::shell(req, "tree");
+  Plan p = pattern::shell(req, "tree");
   const int np = req.nranks;
   const size_t n = req.count;
   for (int r = 0; r < np; ++r) {
@@ -69,19 +69,19 @@ Plan binomialReduce(const plan::Request& req) {
     const bool leaf = v % 2 == 1 || v + 1 >= np;  // no child v + 1 (hence none at all)
     // The root accumulates in Output; the other interior ranks have no Output, so use Scratch.
     const Region acc = v == 0 ? plan::out(0, n) : leaf ? plan::in(0, n) : plan::scratch(0, n);
-    if (!(v == 0 && req.inPlace)) sub::local(p, r, 0, LocalKind::Copy, plan::in(0, n), acc);
+    if (!(v == 0 && req.inPlace)) pattern::local(p, r, 0, LocalKind::Copy, plan::in(0, n), acc);
     for (int mask = 1; mask < np; mask <<= 1) {
       Step st;
       if (v & mask) {
-        sub::xfer(st, XferKind::Send, (v - mask + req.root) % np, acc);
-        sub::push(p, r, 0, std::move(st));
+        pattern::xfer(st, XferKind::Send, (v - mask + req.root) % np, acc);
+        pattern::push(p, r, 0, std::move(st));
         break;
       }
-      if (v + mask < np) sub::xfer(st, XferKind::RecvReduce, (v + mask + req.root) % np, acc);
-      sub::push(p, r, 0, std::move(st));
+      if (v + mask < np) pattern::xfer(st, XferKind::RecvReduce, (v + mask + req.root) % np, acc);
+      pattern::push(p, r, 0, std::move(st));
     }
   }
-  sub::fitScratch(p);
+  pattern::fitScratch(p);
   p.pipelinable = true;
   return p;
 }

@@ -1,5 +1,5 @@
 // Every registered algorithm x collective runs for real over threads (loopback) with checked
-// results, for several rank counts and hierarchy shapes (issue 4).
+// results, for several rank counts and hierarchy shapes.
 #include <gtest/gtest.h>
 
 #include <cstdlib>

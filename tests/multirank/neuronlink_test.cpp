@@ -1,4 +1,4 @@
-// The simulated NeuronLink transport (issue 6): modelled time of a message and of collectives
+// The simulated NeuronLink transport: modelled time of a message and of collectives
 // against the fabric model and the simulator, real-time delay, and bit-equal results with shm.
 #include <gtest/gtest.h>
 #include <sys/mman.h>

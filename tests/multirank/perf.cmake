@@ -79,7 +79,7 @@ exec ${_perf_mpirun} $root --oversubscribe --mca btl self,vader --mca oob_tcp_if
   endif()
 endif()
 
-# Modelled time and busbw columns over the simulated NeuronLink transport (issue 6).
+# Modelled time and busbw columns over the simulated NeuronLink transport.
 if(TARGET nlccl-perf)
   add_test(NAME perf_neuronlink_modelled_columns
            COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/perf_model_check.sh $<TARGET_FILE:nlccl-perf>)

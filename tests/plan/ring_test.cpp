@@ -3,7 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "algorithms/algorithms.hpp"
-#include "algorithms/ring_helpers.hpp"
+#include "algorithms/patterns.hpp"
 #include "plan/verifier.hpp"
 
 namespace nlccl::plan {
@@ -114,12 +114,13 @@ TEST(DirectCost, AllToAllIsPMinusOneStepsAndPMinusOneOverPElements) {
   }
 }
 
-TEST(RingHelpers, ChunksCoverTheBufferAndDifferByAtMostOne) {
+// The one chunker every family uses (patterns.hpp).
+TEST(Patterns, ChunksCoverTheBufferAndDifferByAtMostOne) {
   for (int parts = 1; parts <= 17; ++parts)
     for (size_t n : {0, 1, 7, 16, 1000, 1003}) {
       size_t next = 0, lo = n, hi = 0;
       for (int j = 0; j < parts; ++j) {
-        algo::ring::Chunk c = algo::ring::chunk(n, parts, j);
+        const Region c = algo::pattern::block(out(0, n), parts, j);
         EXPECT_EQ(c.offset, next);
         next += c.count;
         lo = std::min(lo, c.count);

@@ -6,7 +6,7 @@
 namespace nlccl::algo {
 namespace {
 
-TEST(Issue4Selection, BareNameAppliesToEveryCollectiveItImplements) {
+TEST(Selection, BareNameAppliesToEveryCollectiveItImplements) {
   Selection s;
   ASSERT_EQ(parseSelection("tree", &s), Status::Success);
   EXPECT_EQ(s.nameFor(Collective::AllReduce), "tree");
@@ -16,7 +16,7 @@ TEST(Issue4Selection, BareNameAppliesToEveryCollectiveItImplements) {
   EXPECT_EQ(s.nameFor(Collective::AllToAll), "direct");
 }
 
-TEST(Issue4Selection, PerCollectiveItems) {
+TEST(Selection, PerCollectiveItems) {
   Selection s;
   ASSERT_EQ(parseSelection(" AllReduce:tree , alltoall:hier,alltoallv:hier", &s), Status::Success);
   EXPECT_EQ(s.nameFor(Collective::AllReduce), "tree");
@@ -31,7 +31,7 @@ TEST(Issue4Selection, PerCollectiveItems) {
   EXPECT_TRUE(s.chosen.empty());
 }
 
-TEST(Issue4Selection, ErrorsListValidNames) {
+TEST(Selection, ErrorsListValidNames) {
   Selection s;
   std::string err;
   EXPECT_EQ(parseSelection("allreduce:bruck", &s, &err), Status::InvalidArgument);

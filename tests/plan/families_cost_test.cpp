@@ -29,14 +29,14 @@
 #include <tuple>
 
 #include "algorithms/builders.hpp"
-#include "algorithms/subgroup.hpp"
+#include "algorithms/patterns.hpp"
 #include "algorithms/tree_pattern.hpp"
-#include "plan/issue4_common.hpp"
+#include "plan/family_cases.hpp"
 
-namespace nlccl::issue4 {
+namespace nlccl::families {
 namespace {
 
-using algo::sub::isPow2;
+using algo::pattern::isPow2;
 using algo::tree::ceilLog2;
 using algo::tree::floorPow2;
 
@@ -112,7 +112,7 @@ size_t criticalPath(const plan::Plan& p) {
   return best;
 }
 
-TEST(Issue4Formula, RabenseifnerPowersOfTwo) {
+TEST(FamilyCost, RabenseifnerPowersOfTwo) {
   for (int p : {2, 4, 8, 16, 32}) {
     const size_t n = 24 * static_cast<size_t>(p);
     const auto plan = make("rhd", request(Collective::AllReduce, p, n));
@@ -124,7 +124,7 @@ TEST(Issue4Formula, RabenseifnerPowersOfTwo) {
   }
 }
 
-TEST(Issue4Formula, RabenseifnerFold) {
+TEST(FamilyCost, RabenseifnerFold) {
   for (int p : {3, 5, 6, 7, 12, 13, 24, 33}) {
     const int q = floorPow2(p), extra = p - q;
     const size_t n = 8 * static_cast<size_t>(q), core = 2 * (q - 1) * n / q;
@@ -140,7 +140,7 @@ TEST(Issue4Formula, RabenseifnerFold) {
   }
 }
 
-TEST(Issue4Formula, DoublingAllGatherAnyP) {
+TEST(FamilyCost, DoublingAllGatherAnyP) {
   for (int p = 1; p <= 33; ++p) {
     const size_t c = 5;
     const auto plan = make("rhd", request(Collective::AllGather, p, c));
@@ -152,7 +152,7 @@ TEST(Issue4Formula, DoublingAllGatherAnyP) {
   }
 }
 
-TEST(Issue4Formula, BinomialBroadcastAndReduce) {
+TEST(FamilyCost, BinomialBroadcastAndReduce) {
   for (int p = 1; p <= 33; ++p)
     for (int root : {0, p / 3}) {
       const size_t n = 10;
@@ -171,7 +171,7 @@ TEST(Issue4Formula, BinomialBroadcastAndReduce) {
     }
 }
 
-TEST(Issue4Formula, DoubleBinaryTree) {
+TEST(FamilyCost, DoubleBinaryTree) {
   for (int p = 2; p <= 33; ++p) {
     // Both trees are proper trees of depth ceil(lg p) whose links agree in both directions.
     for (int t = 0; t < 2; ++t) {
@@ -215,7 +215,7 @@ TEST(Issue4Formula, DoubleBinaryTree) {
   }
 }
 
-TEST(Issue4Formula, BruckAllToAll) {
+TEST(FamilyCost, BruckAllToAll) {
   for (int p = 1; p <= 33; ++p) {
     const size_t c = 3;
     const auto plan = make("bruck", request(Collective::AllToAll, p, c));
@@ -241,7 +241,7 @@ plan::Request hierReq(Collective c, std::vector<int> g, size_t count, const char
   return req;
 }
 
-TEST(Issue4Formula, HierAllReduce) {
+TEST(FamilyCost, HierAllReduce) {
   for (auto [Y, X] :
        std::vector<std::pair<int, int>>{{2, 3}, {4, 4}, {3, 5}, {8, 2}, {1, 4}, {4, 1}}) {
     const size_t n = 12 * static_cast<size_t>(X * Y);
@@ -263,7 +263,7 @@ TEST(Issue4Formula, HierAllReduce) {
   for (int r = 0; r < 12; ++r) EXPECT_EQ(plan::sequentialSteps(three, r), size_t(2 + 2 + 4));
 }
 
-TEST(Issue4Formula, HierGatherScatterAndAllToAll) {
+TEST(FamilyCost, HierGatherScatterAndAllToAll) {
   for (auto [Y, X] : std::vector<std::pair<int, int>>{{2, 3}, {4, 4}, {3, 5}, {1, 3}, {3, 1}}) {
     const size_t c = 7, m = c * X * Y;
     const size_t steps = static_cast<size_t>((Y - 1) + (X - 1));
@@ -282,4 +282,4 @@ TEST(Issue4Formula, HierGatherScatterAndAllToAll) {
 }
 
 }  // namespace
-}  // namespace nlccl::issue4
+}  // namespace nlccl::families

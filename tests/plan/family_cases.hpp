@@ -8,7 +8,7 @@
 #include "plan/plan.hpp"
 #include "plan/verifier.hpp"
 
-namespace nlccl::issue4 {
+namespace nlccl::families {
 
 /// A request for `c` over `p` ranks; AllToAllv gets an uneven matrix (with zeros) derived from
 /// `count`.
@@ -66,4 +66,4 @@ inline std::vector<Collective> hierCollectives() {
           Collective::AllToAll, Collective::AllToAllv};
 }
 
-}  // namespace nlccl::issue4
+}  // namespace nlccl::families

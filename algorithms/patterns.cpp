@@ -1,10 +1,10 @@
-#include "algorithms/subgroup.hpp"
+#include "algorithms/patterns.hpp"
 
 #include <numeric>
 
 #include "algorithms/tree_pattern.hpp"
 
-namespace nlccl::algo::sub {
+namespace nlccl::algo::pattern {
 
 void xfer(Step& s, XferKind kind, int peer, const Region& r, int next) {
   if (r.count == 0) return;
@@ -33,7 +33,7 @@ void local(Plan& p, int rank, int ch, LocalKind kind, const Region& src, const R
   push(p, rank, ch, std::move(s));
 }
 
-Plan shell(const plan::Request& req, const char* algorithm) {
+Plan shell(const plan::Request& req, const char* algorithm, int channels) {
   Plan p;
   p.collective = req.collective;
   p.algorithm = algorithm;
@@ -42,6 +42,7 @@ Plan shell(const plan::Request& req, const char* algorithm) {
   p.root = req.root;
   p.inPlace = req.inPlace;
   p.ranks.resize(static_cast<size_t>(req.nranks));
+  for (plan::RankPlan& rp : p.ranks) rp.channels.resize(static_cast<size_t>(channels));
   return p;
 }
 
@@ -69,31 +70,58 @@ std::vector<int> iota(int n) {
 }
 
 
-void ringReduceScatter(Plan& p, int ch, const std::vector<int>& members, const Region& seg) {
+RingReduceLayout inPlaceLayout(const Region& seg, int m) {
+  return {[seg, m](int, int j) { return block(seg, m, j); },
+          [seg, m](int, int, int j) { return block(seg, m, j); }};
+}
+
+void appendRingReduceScatter(Plan& p, int ch, const std::vector<int>& members,
+                             const RingReduceLayout& lay) {
   const int m = static_cast<int>(members.size());
   for (int s = 0; s + 1 < m; ++s) {
     for (int i = 0; i < m; ++i) {
+      const int out = mod(i - s - 1, m), in = mod(i - s - 2, m);
       Step st;
-      xfer(st, XferKind::Send, members[mod(i + 1, m)], block(seg, m, mod(i - s - 1, m)));
-      xfer(st, XferKind::RecvReduce, members[mod(i - 1, m)], block(seg, m, mod(i - s - 2, m)));
+      xfer(st, XferKind::Send, members[mod(i + 1, m)], s == 0 ? lay.own(i, out) : lay.acc(i, s - 1, out));
+      const Region acc = lay.acc(i, s, in), own = lay.own(i, in);
+      if (acc.count > 0) {
+        if (acc == own)
+          st.transfers.push_back(recvReduce(members[mod(i - 1, m)], acc));
+        else
+          st.transfers.push_back(recvReduceCopy(members[mod(i - 1, m)], acc, own));
+      }
       push(p, members[i], ch, std::move(st));
     }
   }
 }
 
-void ringAllGather(Plan& p, int ch, const std::vector<int>& members, const Region& seg) {
+void appendRingReduceScatter(Plan& p, int ch, const std::vector<int>& members, const Region& seg) {
+  appendRingReduceScatter(p, ch, members, inPlaceLayout(seg, static_cast<int>(members.size())));
+}
+
+void appendRingAllGather(Plan& p, int ch, const std::vector<int>& members,
+                         const std::function<Region(int i, int j)>& blk,
+                         const std::function<Region(int i)>& ownSrc) {
   const int m = static_cast<int>(members.size());
   for (int s = 0; s + 1 < m; ++s) {
     for (int i = 0; i < m; ++i) {
+      const Region mine = blk(i, i), src = s == 0 ? ownSrc(i) : blk(i, mod(i - s, m));
       Step st;
-      xfer(st, XferKind::Send, members[mod(i + 1, m)], block(seg, m, mod(i - s, m)));
-      xfer(st, XferKind::Recv, members[mod(i - 1, m)], block(seg, m, mod(i - s - 1, m)));
+      xfer(st, XferKind::Send, members[mod(i + 1, m)], src);
+      xfer(st, XferKind::Recv, members[mod(i - 1, m)], blk(i, mod(i - s - 1, m)));
+      if (s == 0 && !(src == mine) && mine.count > 0) st.locals.push_back(copy(src, mine));
       push(p, members[i], ch, std::move(st));
     }
   }
 }
 
-void halvingReduceScatter(Plan& p, int ch, const std::vector<int>& members, const Region& seg) {
+void appendRingAllGather(Plan& p, int ch, const std::vector<int>& members, const Region& seg) {
+  const int m = static_cast<int>(members.size());
+  auto blk = [&](int, int j) { return block(seg, m, j); };
+  appendRingAllGather(p, ch, members, blk, [&](int i) { return block(seg, m, i); });
+}
+
+void appendHalvingReduceScatter(Plan& p, int ch, const std::vector<int>& members, const Region& seg) {
   const int m = static_cast<int>(members.size());
   for (int i = 0; i < m; ++i) {
     int lo = 0, hi = m;
@@ -124,7 +152,7 @@ void wrapped(Step& st, XferKind kind, int peer, const Region& seg, int m, int a,
 }
 }  // namespace
 
-void doublingAllGather(Plan& p, int ch, const std::vector<int>& members, const Region& seg) {
+void appendDoublingAllGather(Plan& p, int ch, const std::vector<int>& members, const Region& seg) {
   const int m = static_cast<int>(members.size());
   if (isPow2(m)) {
     for (int i = 0; i < m; ++i) {
@@ -150,7 +178,7 @@ void doublingAllGather(Plan& p, int ch, const std::vector<int>& members, const R
   }
 }
 
-void rabenseifnerAllReduce(Plan& p, int ch, const std::vector<int>& members, const Region& seg) {
+void appendRabenseifnerAllReduce(Plan& p, int ch, const std::vector<int>& members, const Region& seg) {
   const int m = static_cast<int>(members.size());
   if (m <= 1 || seg.count == 0) return;
   const int pof = tree::floorPow2(m), extra = m - pof;
@@ -164,8 +192,8 @@ void rabenseifnerAllReduce(Plan& p, int ch, const std::vector<int>& members, con
   }
   std::vector<int> active;
   for (int k = 0; k < pof; ++k) active.push_back(members[k < extra ? 2 * k + 1 : k + extra]);
-  halvingReduceScatter(p, ch, active, seg);
-  doublingAllGather(p, ch, active, seg);
+  appendHalvingReduceScatter(p, ch, active, seg);
+  appendDoublingAllGather(p, ch, active, seg);
   for (int i = 0; i < 2 * extra; ++i) {  // unfold: the odd member returns the result
     Step st;
     if (i % 2 == 1)
@@ -182,7 +210,7 @@ int treeChunks(size_t count) {
   return static_cast<int>(std::clamp<size_t>(count / kMinChunk, 1, kMaxChunks));
 }
 
-void treeAllReduce(Plan& p, int ch, const std::vector<int>& members, const Region& seg, int which,
+void appendTreeAllReduce(Plan& p, int ch, const std::vector<int>& members, const Region& seg, int which,
                    int chunks, size_t scratchOffset) {
   const int m = static_cast<int>(members.size());
   if (m <= 1 || seg.count == 0) return;
@@ -241,32 +269,32 @@ void treeAllReduce(Plan& p, int ch, const std::vector<int>& members, const Regio
   }
 }
 
-void reduceScatter(std::string_view algo, Plan& p, int ch, const std::vector<int>& members,
+void appendReduceScatter(std::string_view algo, Plan& p, int ch, const std::vector<int>& members,
                    const Region& seg) {
   if (algo == "rhd" && isPow2(static_cast<int>(members.size())))
-    halvingReduceScatter(p, ch, members, seg);
+    appendHalvingReduceScatter(p, ch, members, seg);
   else
-    ringReduceScatter(p, ch, members, seg);
+    appendRingReduceScatter(p, ch, members, seg);
 }
 
-void allGather(std::string_view algo, Plan& p, int ch, const std::vector<int>& members,
+void appendAllGather(std::string_view algo, Plan& p, int ch, const std::vector<int>& members,
                const Region& seg) {
   if (algo == "rhd")
-    doublingAllGather(p, ch, members, seg);
+    appendDoublingAllGather(p, ch, members, seg);
   else
-    ringAllGather(p, ch, members, seg);
+    appendRingAllGather(p, ch, members, seg);
 }
 
-void allReduce(std::string_view algo, Plan& p, int ch, const std::vector<int>& members,
+void appendAllReduce(std::string_view algo, Plan& p, int ch, const std::vector<int>& members,
                const Region& seg, int which, size_t scratchOffset) {
   if (algo == "rhd") {
-    rabenseifnerAllReduce(p, ch, members, seg);
+    appendRabenseifnerAllReduce(p, ch, members, seg);
   } else if (algo == "tree") {
-    treeAllReduce(p, ch, members, seg, which, treeChunks(seg.count), scratchOffset);
+    appendTreeAllReduce(p, ch, members, seg, which, treeChunks(seg.count), scratchOffset);
   } else {
-    ringReduceScatter(p, ch, members, seg);
-    ringAllGather(p, ch, members, seg);
+    appendRingReduceScatter(p, ch, members, seg);
+    appendRingAllGather(p, ch, members, seg);
   }
 }
 
-}  // namespace nlccl::algo::sub
+}  // namespace nlccl::algo::pattern

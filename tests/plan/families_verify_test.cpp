@@ -1,13 +1,13 @@
-// The plan verifier proves every tree, rhd, bruck and hier Plan (issue 4): nranks 1..33 with counts
+// The plan verifier proves every tree, rhd, bruck and hier Plan: nranks 1..33 with counts
 // that do not divide evenly, count 0, in place, roots other than 0, and hierarchical group shapes
-// with every level algorithm. The default build samples; built with NLCCL_ISSUE4_SWEEP (the slow
-// issue4_sweep_test) it sweeps every rank count 1..33 and more shapes and counts instead.
+// with every level algorithm. The default build samples; built with NLCCL_FAMILIES_SWEEP (the slow
+// families_sweep_test) it sweeps every rank count 1..33 and more shapes and counts instead.
 #include <gtest/gtest.h>
 
 #include "algorithms/builders.hpp"
-#include "plan/issue4_common.hpp"
+#include "plan/family_cases.hpp"
 
-namespace nlccl::issue4 {
+namespace nlccl::families {
 namespace {
 
 void flatSweep(const std::vector<int>& ranks, const std::vector<size_t>& counts) {
@@ -23,12 +23,12 @@ void flatSweep(const std::vector<int>& ranks, const std::vector<size_t>& counts)
           }
 }
 
-#ifndef NLCCL_ISSUE4_SWEEP
-TEST(Issue4Verify, FlatSample) {
+#ifndef NLCCL_FAMILIES_SWEEP
+TEST(FamiliesVerify, FlatSample) {
   flatSweep({1, 2, 3, 4, 5, 6, 7, 8, 12, 13, 16, 17}, {0, 1, 7, 29, 64});
 }
 
-TEST(Issue4Verify, TreeAllReduceChunked) {
+TEST(FamiliesVerify, TreeAllReduceChunked) {
   for (int p : {2, 3, 5, 8, 11})
     for (size_t n : {1, 3, 10, 37, 5000})
       for (bool ip : {false, true})
@@ -40,7 +40,7 @@ TEST(Issue4Verify, TreeAllReduceChunked) {
         }
 }
 
-TEST(Issue4Verify, CorruptedPlansFail) {
+TEST(FamiliesVerify, CorruptedPlansFail) {
   // The proofs above mean something only if the verifier rejects a broken Plan of each family.
   for (const Case& c : flatCases()) {
     const plan::Request req = request(c.coll, 6, 10);
@@ -55,7 +55,7 @@ TEST(Issue4Verify, CorruptedPlansFail) {
   EXPECT_FALSE(plan::verify(plan, req));
 }
 
-#endif  // !NLCCL_ISSUE4_SWEEP
+#endif  // !NLCCL_FAMILIES_SWEEP
 
 std::vector<std::vector<int>> shapes() {
   return {{1},    {2, 3}, {3, 2}, {4, 4}, {3, 5},   {2, 2, 3},
@@ -81,10 +81,10 @@ void hierSweep(const std::vector<std::vector<int>>& shapeList, const std::vector
   }
 }
 
-#ifndef NLCCL_ISSUE4_SWEEP
-TEST(Issue4Verify, HierSample) { hierSweep(shapes(), {0, 1, 5, 24}); }
+#ifndef NLCCL_FAMILIES_SWEEP
+TEST(FamiliesVerify, HierSample) { hierSweep(shapes(), {0, 1, 5, 24}); }
 
-TEST(Issue4Verify, HierWithoutGroupsIsOneLevel) {
+TEST(FamiliesVerify, HierWithoutGroupsIsOneLevel) {
   for (int p : {1, 3, 6})
     for (Collective coll : hierCollectives()) {
       plan::Request req = request(coll, p, 7);
@@ -95,13 +95,13 @@ TEST(Issue4Verify, HierWithoutGroupsIsOneLevel) {
 }
 
 #else
-TEST(Issue4VerifySweep, Flat1To33) {
+TEST(FamiliesVerifySweep, Flat1To33) {
   std::vector<int> ranks;
   for (int p = 1; p <= 33; ++p) ranks.push_back(p);
   flatSweep(ranks, {0, 1, 2, 5, 31, 100, 129});
 }
 
-TEST(Issue4VerifySweep, HierShapes) {
+TEST(FamiliesVerifySweep, HierShapes) {
   auto s = shapes();
   s.push_back({8, 4});
   s.push_back({2, 2, 2, 2});
@@ -109,7 +109,7 @@ TEST(Issue4VerifySweep, HierShapes) {
   s.push_back({2, 16});
   hierSweep(s, {0, 1, 2, 7, 33, 96});
 }
-#endif  // NLCCL_ISSUE4_SWEEP
+#endif  // NLCCL_FAMILIES_SWEEP
 
 }  // namespace
-}  // namespace nlccl::issue4
+}  // namespace nlccl::families
