@@ -9,7 +9,6 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
-#include "algorithms/algorithms.hpp"
 #include "nlccl/sim.hpp"
 #include "nlccl/topology.hpp"
 #include "util/dtype.hpp"
@@ -164,7 +163,8 @@ int main(int argc, char** argv) {
   opts.launchOverheadS = launchUs >= 0 ? launchUs * 1e-6 : -1;
   sim::CollectiveRun run;
   run.collective = coll;
-  run.algorithm = algoName.empty() ? algo::defaultAlgorithm(coll) : algoName;
+  const std::vector<std::string> valid = sim::algorithms(coll);  // the default first
+  run.algorithm = algoName.empty() ? valid.front() : algoName;
   run.nranks = ranks > 0 ? ranks : topo.numRanks();
   run.root = root;
   if (!groupsArg.empty()) run.groups = parseInts(groupsArg);
@@ -174,9 +174,11 @@ int main(int argc, char** argv) {
                  root, topo.name().c_str(), topo.numRanks());
     return 2;
   }
-  if (algo::find(run.algorithm, coll) == nullptr) {
+  if (std::find(valid.begin(), valid.end(), run.algorithm) == valid.end()) {
+    std::string names;
+    for (const std::string& v : valid) names += (names.empty() ? "" : ", ") + v;
     std::fprintf(stderr, "nlccl-sim: algorithm '%s' does not implement %s; valid: %s\n",
-                 run.algorithm.c_str(), collectiveName(coll), algo::validNames(coll).c_str());
+                 run.algorithm.c_str(), collectiveName(coll), names.c_str());
     return 2;
   }
   const size_t es = dataTypeSize(opts.dtype);

@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
-# Installs the build tree into a temporary prefix, then builds a C program against it twice:
-# with find_package(nlccl) and with pkg-config. Also checks that only nlccl* symbols are exported.
+# Installs the build tree into a temporary prefix, then builds against it: a C program with
+# find_package(nlccl) and with pkg-config, a C++ simulator program with nlccl::sim and with
+# pkg-config nlccl-sim, and every public header alone (so none needs an internal one). Also checks
+# that libnlccl.so exports only nlccl* symbols.
 set -euo pipefail
 build=$1
 src=$(cd "$(dirname "$0")" && pwd)
@@ -12,8 +14,20 @@ bad=$(nm -D --defined-only "$lib" | awk '$2 ~ /[TDBRW]/ {print $3}' | grep -v '^
 if [ -n "$bad" ]; then echo "symbols exported beyond nlccl*:"; echo "$bad" | head; exit 1; fi
 cmake -S "$src/consumer" -B "$tmp/cm" -DCMAKE_PREFIX_PATH="$tmp/prefix" >/dev/null
 cmake --build "$tmp/cm" >/dev/null
-LD_LIBRARY_PATH=$(dirname "$lib") "$tmp/cm/consumer"
-PKG_CONFIG_PATH=$(dirname "$lib")/pkgconfig cc -std=c99 "$src/consumer/main.c" -o "$tmp/pc" \
-  $(PKG_CONFIG_PATH=$(dirname "$lib")/pkgconfig pkg-config --cflags --libs nlccl)
-LD_LIBRARY_PATH=$(dirname "$lib") "$tmp/pc"
-echo "packaging: 2 passed, 0 failed"
+libdir=$(dirname "$lib")
+LD_LIBRARY_PATH=$libdir "$tmp/cm/consumer"
+LD_LIBRARY_PATH=$libdir "$tmp/cm/sim_consumer"
+export PKG_CONFIG_PATH=$libdir/pkgconfig
+cc -std=c99 "$src/consumer/main.c" -o "$tmp/pc" $(pkg-config --cflags --libs nlccl)
+LD_LIBRARY_PATH=$libdir "$tmp/pc"
+c++ "$src/consumer/sim_main.cpp" -o "$tmp/pcsim" $(pkg-config --cflags --libs nlccl-sim)
+LD_LIBRARY_PATH=$libdir "$tmp/pcsim" >/dev/null
+n=0
+for h in "$tmp"/prefix/include/nlccl/*.hpp; do
+  echo "#include <nlccl/$(basename "$h")>" > "$tmp/alone.cpp"
+  c++ -std=c++20 -fsyntax-only -I"$tmp/prefix/include" "$tmp/alone.cpp" \
+    || { echo "public header $(basename "$h") does not compile alone"; exit 1; }
+  n=$((n + 1))
+done
+[ "$n" -ge 4 ] || { echo "only $n public headers installed"; exit 1; }
+echo "packaging: 4 programs and $n public headers passed, 0 failed"
