@@ -84,8 +84,9 @@ NLCCL_API nlcclResult_t nlcclCommInitAll(nlcclComm_t* comms, int ndev, const int
       WARN("nlcclCommInitAll: comms is NULL");
       return Status::InvalidArgument;
     }
-    if (ndev <= 0) {
-      WARN("nlcclCommInitAll: ndev %d must be positive", ndev);
+    if (ndev <= 0 || ndev > core::kMaxThreadRanks) {
+      WARN("nlcclCommInitAll: ndev %d must be between 1 and %d (ranks as threads of one process)",
+           ndev, core::kMaxThreadRanks);
       return Status::InvalidArgument;
     }
     core::CommConfig config;
@@ -118,8 +119,8 @@ NLCCL_API nlcclResult_t nlcclCommInitRankConfig(nlcclComm_t* comm, int nranks, n
       WARN("nlcclCommInitRank: comm is NULL");
       return Status::InvalidArgument;
     }
-    if (nranks <= 0) {
-      WARN("nlcclCommInitRank: nranks %d must be positive", nranks);
+    if (nranks <= 0 || nranks > core::kMaxRanks) {
+      WARN("nlcclCommInitRank: nranks %d must be between 1 and %d", nranks, core::kMaxRanks);
       return Status::InvalidArgument;
     }
     API_CHECK(api::checkRank(rank, nranks, "rank", "nlcclCommInitRank"));

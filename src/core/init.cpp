@@ -5,11 +5,14 @@
 #include <thread>
 
 #include "bootstrap/unique_id.hpp"
+#include "bootstrap/wire.hpp"
 #include "core/process_init.hpp"
 #include "transports/registry.hpp"
 #include "util/log.hpp"
 
 namespace nlccl::core {
+
+static_assert(kMaxRanks == bootstrap::wire::kMaxRanks, "the API's limit is the bootstrap's");
 
 namespace {
 

@@ -9,6 +9,11 @@
 
 namespace nlccl::core {
 
+/// Largest communicator (the bootstrap's limit) and largest group of ranks that are threads of
+/// one process (each gets a thread at init).
+constexpr int kMaxRanks = 1 << 16;
+constexpr int kMaxThreadRanks = 4096;
+
 /// InvalidArgument (logged, naming the valid ones) unless `choice` is "auto" or a transport the
 /// registry has.
 Status checkTransportChoice(const std::string& choice);
