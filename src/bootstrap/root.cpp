@@ -3,6 +3,8 @@
 #include <unistd.h>
 
 #include <asio.hpp>
+#include <algorithm>
+#include <cerrno>
 #include <cstdlib>
 #include <deque>
 #include <map>
@@ -53,7 +55,7 @@ struct Round {
 class RootServer {
  public:
   RootServer(uint64_t secret, int64_t helloTimeoutMs)
-      : secret_(secret), helloTimeoutMs_(helloTimeoutMs), acceptor_(io_) {}
+      : secret_(secret), helloTimeoutMs_(helloTimeoutMs), acceptor_(io_), acceptRetry_(io_) {}
 
   Status listen(const Endpoint& want, Endpoint* got) {
     asio::error_code ec;
@@ -109,6 +111,8 @@ class RootServer {
     s.running = running_;
     s.joined = joined_;
     s.live = live_;
+    s.acceptFailures = acceptFailures_;
+    s.dropped = dropped_;
     s.refusals = refusals_;
     return s;
   }
@@ -118,8 +122,14 @@ class RootServer {
     auto c = std::make_shared<Conn>(io_);
     acceptor_.async_accept(c->sock, [this, c](const asio::error_code& ec) {
       if (ec) {
-        if (ec != asio::error::operation_aborted && acceptor_.is_open()) accept();
+        if (ec != asio::error::operation_aborted && acceptor_.is_open()) acceptFailed(ec);
         return;
+      }
+      if (acceptBackoffMs_ > 0) {
+        INFO(log::kBootstrap, "bootstrap root: accepting again after %d failed accepts",
+             failuresThisEpisode_);
+        acceptBackoffMs_ = 0;
+        failuresThisEpisode_ = 0;
       }
       asio::error_code ignored;
       c->sock.set_option(tcp::no_delay(true), ignored);
@@ -134,6 +144,25 @@ class RootServer {
       });
       readHeader(c);
       accept();
+    });
+  }
+
+  /// accept() failed. Retrying at once spins: out of descriptors (EMFILE/ENFILE), the pending
+  /// connection stays queued and the listener stays readable. Wait 1, 2, 4 ... 100 ms instead, so
+  /// that the connections already open are served and a rank is accepted soon after descriptors free.
+  void acceptFailed(const asio::error_code& ec) {
+    {
+      std::lock_guard<std::mutex> lock(statsMu_);
+      ++acceptFailures_;
+    }
+    if (failuresThisEpisode_++ == 0)
+      WARN("bootstrap root: accept failed (%s)%s; retrying with back-off", ec.message().c_str(),
+           ec.value() == EMFILE || ec.value() == ENFILE ? ": raise the descriptor limit (ulimit -n)"
+                                                        : "");
+    acceptBackoffMs_ = std::clamp(acceptBackoffMs_ * 2, 1, kMaxAcceptBackoffMs);
+    acceptRetry_.expires_after(std::chrono::milliseconds(acceptBackoffMs_));
+    acceptRetry_.async_wait([this](const asio::error_code& tec) {
+      if (!tec && acceptor_.is_open()) accept();
     });
   }
 
@@ -348,6 +377,7 @@ class RootServer {
 
   void shutdown() {
     asio::error_code ignored;
+    acceptRetry_.cancel();
     acceptor_.close(ignored);
     auto conns = conns_;
     for (auto& [id, c] : conns) {
@@ -385,6 +415,10 @@ class RootServer {
   const int64_t helloTimeoutMs_;
   asio::io_context io_;
   tcp::acceptor acceptor_;
+  static constexpr int kMaxAcceptBackoffMs = 100;
+  asio::steady_timer acceptRetry_;
+  int acceptBackoffMs_ = 0;  // 0 while accept succeeds
+  int failuresThisEpisode_ = 0;
   std::thread thread_;
   std::map<uint64_t, ConnPtr> conns_;
   std::map<std::pair<uint32_t, uint32_t>, Round> rounds_;
@@ -396,6 +430,8 @@ class RootServer {
   bool running_ = false;
   int joined_ = 0;
   int live_ = 0;
+  int acceptFailures_ = 0;
+  int dropped_ = 0;
   std::vector<std::string> refusals_;
 };
 
