@@ -13,6 +13,7 @@
 #include <optional>
 #include <thread>
 
+#include "bootstrap/auth.hpp"
 #include "bootstrap/wire.hpp"
 #include "util/log.hpp"
 
@@ -23,14 +24,19 @@ namespace {
 using asio::ip::tcp;
 using Bytes = std::vector<uint8_t>;
 
+/// Where a connection is in the handshake (wire.hpp): AuthStart, Challenge, Hello.
+enum class Stage { New, Challenged, Joined };
+
 /// One accepted connection. Lives in RootServer::conns_ until its socket is closed.
 struct Conn {
   explicit Conn(asio::io_context& io) : sock(io), helloTimer(io) {}
   tcp::socket sock;
-  asio::steady_timer helloTimer;
+  asio::steady_timer helloTimer;  // the whole handshake must finish before it fires
   uint64_t id = 0;
   std::string peer;
-  int rank = -1;  // world rank once the hello is accepted
+  Stage stage = Stage::New;
+  wire::Nonce rankNonce{}, rootNonce{};
+  int rank = -1;  // world rank once the hello is accepted (stage Joined)
   bool goodbye = false;
   bool closed = false;
   uint8_t hdr[wire::kHeaderBytes];
@@ -54,7 +60,7 @@ struct Round {
 
 class RootServer {
  public:
-  RootServer(uint64_t secret, int64_t helloTimeoutMs)
+  RootServer(const Secret& secret, int64_t helloTimeoutMs)
       : secret_(secret), helloTimeoutMs_(helloTimeoutMs), acceptor_(io_), acceptRetry_(io_) {}
 
   Status listen(const Endpoint& want, Endpoint* got) {
@@ -204,13 +210,17 @@ class RootServer {
 
   /// Returns false when the connection was closed (stop reading).
   bool dispatch(const ConnPtr& c, const wire::Header& h, const wire::Body& body) {
-    if (c->rank < 0 && h.type != wire::Type::Hello) {
-      refuse(c, "message type " + std::to_string(int(h.type)) + " before hello");
+    if (c->stage == Stage::New) {
+      if (h.type == wire::Type::AuthStart) return onAuthStart(c, std::get<wire::AuthStart>(body));
+      refuse(c, "message type " + std::to_string(int(h.type)) + " before the handshake");
+      return false;
+    }
+    if (c->stage == Stage::Challenged) {
+      if (h.type == wire::Type::Hello) return onHello(c, std::get<wire::Hello>(body));
+      refuse(c, "message type " + std::to_string(int(h.type)) + " where the hello belongs");
       return false;
     }
     switch (h.type) {
-      case wire::Type::Hello:
-        return onHello(c, std::get<wire::Hello>(body));
       case wire::Type::Gather:
         return onGather(c, h, std::get<wire::Gather>(body));
       case wire::Type::Query: {
@@ -234,9 +244,28 @@ class RootServer {
     }
   }
 
+  /// Answers the rank's nonce with a fresh one and the root's proof over both.
+  bool onAuthStart(const ConnPtr& c, const wire::AuthStart& m) {
+    if (auth::randomBytes(c->rootNonce) != Status::Success) {
+      refuse(c, "no random bytes for a challenge");
+      return false;
+    }
+    c->rankNonce = m.nonce;
+    c->stage = Stage::Challenged;
+    send(c, wire::encodeChallenge(c->rootNonce,
+                                  auth::rootProof(secret_, c->rankNonce, c->rootNonce)));
+    return true;
+  }
+
   bool onHello(const ConnPtr& c, const wire::Hello& m) {
-    if (c->rank >= 0) return refuse(c, "second hello on one connection"), false;
-    if (m.secret != secret_) return refuse(c, "bad secret (not from this unique id)"), false;
+    // The proof covers this connection's nonces, so a hello recorded on another connection fails
+    // here; checked before anything the hello claims is looked at.
+    if (!auth::sameProof(m.proof,
+                         auth::rankProof(secret_, c->rankNonce, c->rootNonce, m.signedPart))) {
+      refuse(c, "authentication failed: the hello's proof does not match (wrong secret, or a "
+                "hello replayed from another connection)");
+      return false;
+    }
     if (nranks_ == 0) {
       nranks_ = m.nranks;
       slots_.assign(nranks_, 0);
@@ -250,6 +279,7 @@ class RootServer {
       return false;
     }
     c->helloTimer.cancel();
+    c->stage = Stage::Joined;
     c->rank = m.rank;
     slots_[m.rank] = c->id;
     {
@@ -348,8 +378,27 @@ class RootServer {
     if (c->rank >= 0) {
       rankLost(c, "rank " + std::to_string(c->rank) + " was dropped: " + why);
     } else {
-      closeConn(c);
+      tellAndClose(c, "refused by the bootstrap root: " + why);
     }
+  }
+
+  /// Before the handshake is done: tells the peer why (a real rank then fails at once with the
+  /// reason instead of connecting again), then closes. Best effort and never blocks: one small
+  /// frame fits a fresh connection's send buffer. What the peer already sent is discarded first,
+  /// since closing with unread input resets the connection and can destroy the reason unread.
+  void tellAndClose(const ConnPtr& c, const std::string& why) {
+    if (c->closed) return;
+    asio::error_code ignored;
+    auto frame = wire::encodeError(wire::kWorldGroup, 0, why);
+    c->sock.non_blocking(true, ignored);
+    c->sock.send(asio::buffer(frame), 0, ignored);
+    c->sock.shutdown(tcp::socket::shutdown_send, ignored);
+    uint8_t scratch[4096];
+    for (int i = 0; i < 64; ++i) {
+      asio::error_code ec;
+      if (c->sock.receive(asio::buffer(scratch), 0, ec) == 0 || ec) break;
+    }
+    closeConn(c);
   }
 
   void closeConn(const ConnPtr& c) {
@@ -411,7 +460,7 @@ class RootServer {
                       });
   }
 
-  const uint64_t secret_;
+  const Secret secret_;
   const int64_t helloTimeoutMs_;
   asio::io_context io_;
   tcp::acceptor acceptor_;
@@ -438,7 +487,7 @@ class RootServer {
 struct Registry {
   std::mutex mu;
   pid_t owner = getpid();
-  std::map<uint64_t, std::unique_ptr<RootServer>> roots;  // by secret
+  std::map<Secret, std::unique_ptr<RootServer>> roots;  // by secret
 };
 
 Registry& registry() {
@@ -450,7 +499,7 @@ Registry& registry() {
 
 void shutdownAllRoots() {
   Registry& reg = registry();
-  std::map<uint64_t, std::unique_ptr<RootServer>> roots;
+  std::map<Secret, std::unique_ptr<RootServer>> roots;
   {
     std::lock_guard<std::mutex> lock(reg.mu);
     // A forked child holds copies of the parent's roots but not their threads: leave them alone.
@@ -467,7 +516,7 @@ Status createUniqueId(UniqueId* id) {
   }
   Endpoint want, got;
   NLCHECK(listenEndpointFromEnv(&want));
-  want.secret = randomSecret();
+  NLCHECK(auth::randomBytes(want.secret));
   int64_t helloMs = std::min<int64_t>(resolveTimeoutMs(0), 60000);
   std::unique_ptr<RootServer> root;
   try {
