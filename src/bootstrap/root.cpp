@@ -13,6 +13,7 @@
 #include <optional>
 #include <thread>
 
+#include "bootstrap/allow.hpp"
 #include "bootstrap/auth.hpp"
 #include "bootstrap/wire.hpp"
 #include "util/log.hpp"
@@ -60,8 +61,12 @@ struct Round {
 
 class RootServer {
  public:
-  RootServer(const Secret& secret, int64_t helloTimeoutMs)
-      : secret_(secret), helloTimeoutMs_(helloTimeoutMs), acceptor_(io_), acceptRetry_(io_) {}
+  RootServer(const Secret& secret, AllowList allow, int64_t helloTimeoutMs)
+      : secret_(secret),
+        allow_(std::move(allow)),
+        helloTimeoutMs_(helloTimeoutMs),
+        acceptor_(io_),
+        acceptRetry_(io_) {}
 
   Status listen(const Endpoint& want, Endpoint* got) {
     asio::error_code ec;
@@ -81,7 +86,8 @@ class RootServer {
     }
     *got = want;
     got->port = acceptor_.local_endpoint(ec).port();
-    INFO(log::kBootstrap, "bootstrap root listening on %s", got->toString().c_str());
+    INFO(log::kBootstrap, "bootstrap root listening on %s, accepting ranks from %s",
+         got->toString().c_str(), allow_.toString().c_str());
     return Status::Success;
   }
 
@@ -140,9 +146,19 @@ class RootServer {
       asio::error_code ignored;
       c->sock.set_option(tcp::no_delay(true), ignored);
       auto rep = c->sock.remote_endpoint(ignored);
+      if (ignored) {  // reset before we got to it: nobody to refuse
+        c->sock.close(ignored);
+        accept();
+        return;
+      }
       c->peer = rep.address().to_string() + ":" + std::to_string(rep.port());
       c->id = ++nextConnId_;
       conns_[c->id] = c;
+      if (!allowed(rep.address())) {
+        refuse(c, "address " + rep.address().to_string() + " is outside NLCCL_BOOTSTRAP_ALLOW");
+        accept();
+        return;
+      }
       c->helloTimer.expires_after(std::chrono::milliseconds(helloTimeoutMs_));
       c->helloTimer.async_wait([this, c](const asio::error_code& tec) {
         if (!tec && c->rank < 0 && !c->closed)
@@ -151,6 +167,11 @@ class RootServer {
       readHeader(c);
       accept();
     });
+  }
+
+  bool allowed(const asio::ip::address& a) const {
+    if (a.is_v4()) return allow_.allows(false, a.to_v4().to_bytes().data());
+    return allow_.allows(true, a.to_v6().to_bytes().data());
   }
 
   /// accept() failed. Retrying at once spins: out of descriptors (EMFILE/ENFILE), the pending
@@ -461,6 +482,7 @@ class RootServer {
   }
 
   const Secret secret_;
+  const AllowList allow_;
   const int64_t helloTimeoutMs_;
   asio::io_context io_;
   tcp::acceptor acceptor_;
@@ -516,11 +538,13 @@ Status createUniqueId(UniqueId* id) {
   }
   Endpoint want, got;
   NLCHECK(listenEndpointFromEnv(&want));
+  AllowList allow;
+  NLCHECK(allowListFromEnv(want, &allow));
   NLCHECK(auth::randomBytes(want.secret));
   int64_t helloMs = std::min<int64_t>(resolveTimeoutMs(0), 60000);
   std::unique_ptr<RootServer> root;
   try {
-    root = std::make_unique<RootServer>(want.secret, helloMs);
+    root = std::make_unique<RootServer>(want.secret, std::move(allow), helloMs);
     NLCHECK(root->listen(want, &got));
     root->start();
   } catch (const std::exception& e) {
