@@ -4,7 +4,6 @@
 
 #include <asio.hpp>
 #include <algorithm>
-#include <cerrno>
 #include <cstdlib>
 #include <deque>
 #include <map>
@@ -15,6 +14,7 @@
 
 #include "bootstrap/allow.hpp"
 #include "bootstrap/auth.hpp"
+#include "bootstrap/listener.hpp"
 #include "bootstrap/wire.hpp"
 #include "util/log.hpp"
 
@@ -30,7 +30,7 @@ enum class Stage { New, Challenged, Joined };
 
 /// One accepted connection. Lives in RootServer::conns_ until its socket is closed.
 struct Conn {
-  explicit Conn(asio::io_context& io) : sock(io), helloTimer(io) {}
+  Conn(asio::io_context& io, tcp::socket s) : sock(std::move(s)), helloTimer(io) {}
   tcp::socket sock;
   asio::steady_timer helloTimer;  // the whole handshake must finish before it fires
   uint64_t id = 0;
@@ -65,27 +65,10 @@ class RootServer {
       : secret_(secret),
         allow_(std::move(allow)),
         helloTimeoutMs_(helloTimeoutMs),
-        acceptor_(io_),
-        acceptRetry_(io_) {}
+        listener_(io_) {}
 
   Status listen(const Endpoint& want, Endpoint* got) {
-    asio::error_code ec;
-    tcp::endpoint ep(want.ipv6 ? asio::ip::address(asio::ip::address_v6(
-                                     *reinterpret_cast<const asio::ip::address_v6::bytes_type*>(
-                                         want.addr.data())))
-                               : asio::ip::address(asio::ip::address_v4(
-                                     {want.addr[0], want.addr[1], want.addr[2], want.addr[3]})),
-                     want.port);
-    acceptor_.open(ep.protocol(), ec);
-    if (!ec) acceptor_.set_option(tcp::acceptor::reuse_address(true), ec);
-    if (!ec) acceptor_.bind(ep, ec);
-    if (!ec) acceptor_.listen(asio::socket_base::max_listen_connections, ec);
-    if (ec) {
-      WARN("bootstrap: cannot listen on %s: %s", want.toString().c_str(), ec.message().c_str());
-      return Status::SystemError;
-    }
-    *got = want;
-    got->port = acceptor_.local_endpoint(ec).port();
+    NLCHECK(listener_.listen(want, got));
     INFO(log::kBootstrap, "bootstrap root listening on %s, accepting ranks from %s",
          got->toString().c_str(), allow_.toString().c_str());
     return Status::Success;
@@ -93,7 +76,7 @@ class RootServer {
 
   void start() {
     running_ = true;
-    accept();
+    listener_.start([this](tcp::socket sock) { onAccepted(std::move(sock)); });
     thread_ = std::thread([this] {
       try {
         io_.run();
@@ -123,74 +106,35 @@ class RootServer {
     s.running = running_;
     s.joined = joined_;
     s.live = live_;
-    s.acceptFailures = acceptFailures_;
-    s.dropped = dropped_;
+    s.acceptFailures = listener_.acceptFailures();
+    s.dropped = listener_.dropped();
     s.refusals = refusals_;
     return s;
   }
 
  private:
-  void accept() {
-    auto c = std::make_shared<Conn>(io_);
-    acceptor_.async_accept(c->sock, [this, c](const asio::error_code& ec) {
-      if (ec) {
-        if (ec != asio::error::operation_aborted && acceptor_.is_open()) acceptFailed(ec);
-        return;
-      }
-      if (acceptBackoffMs_ > 0) {
-        INFO(log::kBootstrap, "bootstrap root: accepting again after %d failed accepts",
-             failuresThisEpisode_);
-        acceptBackoffMs_ = 0;
-        failuresThisEpisode_ = 0;
-      }
-      asio::error_code ignored;
-      c->sock.set_option(tcp::no_delay(true), ignored);
-      auto rep = c->sock.remote_endpoint(ignored);
-      if (ignored) {  // reset before we got to it: nobody to refuse
-        c->sock.close(ignored);
-        accept();
-        return;
-      }
-      c->peer = rep.address().to_string() + ":" + std::to_string(rep.port());
-      c->id = ++nextConnId_;
-      conns_[c->id] = c;
-      if (!allowed(rep.address())) {
-        refuse(c, "address " + rep.address().to_string() + " is outside NLCCL_BOOTSTRAP_ALLOW");
-        accept();
-        return;
-      }
-      c->helloTimer.expires_after(std::chrono::milliseconds(helloTimeoutMs_));
-      c->helloTimer.async_wait([this, c](const asio::error_code& tec) {
-        if (!tec && c->rank < 0 && !c->closed)
-          refuse(c, "no hello within " + std::to_string(helloTimeoutMs_) + " ms");
-      });
-      readHeader(c);
-      accept();
+  void onAccepted(tcp::socket sock) {
+    auto c = std::make_shared<Conn>(io_, std::move(sock));
+    asio::error_code ignored;
+    c->sock.set_option(tcp::no_delay(true), ignored);
+    auto rep = c->sock.remote_endpoint(ignored);
+    if (ignored) return;  // reset before we got to it: nobody to refuse (the socket closes)
+    c->peer = rep.address().to_string() + ":" + std::to_string(rep.port());
+    c->id = ++nextConnId_;
+    conns_[c->id] = c;
+    if (!allowed(rep.address()))
+      return refuse(c, "address " + rep.address().to_string() + " is outside NLCCL_BOOTSTRAP_ALLOW");
+    c->helloTimer.expires_after(std::chrono::milliseconds(helloTimeoutMs_));
+    c->helloTimer.async_wait([this, c](const asio::error_code& tec) {
+      if (!tec && c->rank < 0 && !c->closed)
+        refuse(c, "no hello within " + std::to_string(helloTimeoutMs_) + " ms");
     });
+    readHeader(c);
   }
 
   bool allowed(const asio::ip::address& a) const {
     if (a.is_v4()) return allow_.allows(false, a.to_v4().to_bytes().data());
     return allow_.allows(true, a.to_v6().to_bytes().data());
-  }
-
-  /// accept() failed. Retrying at once spins: out of descriptors (EMFILE/ENFILE), the pending
-  /// connection stays queued and the listener stays readable. Wait 1, 2, 4 ... 100 ms instead, so
-  /// that the connections already open are served and a rank is accepted soon after descriptors free.
-  void acceptFailed(const asio::error_code& ec) {
-    {
-      std::lock_guard<std::mutex> lock(statsMu_);
-      ++acceptFailures_;
-    }
-    if (failuresThisEpisode_++ == 0)
-      WARN("bootstrap root: accept failed (%s)%s; retrying with back-off", ec.message().c_str(),
-           ec.value() == EMFILE || ec.value() == ENFILE ? ": raise the descriptor limit (ulimit -n)"
-                                                        : "");
-    acceptBackoffMs_ = std::clamp(acceptBackoffMs_ * 2, 1, kMaxAcceptBackoffMs);
-    acceptRetry_.expires_after(std::chrono::milliseconds(acceptBackoffMs_));
-    acceptRetry_.async_wait([this](const asio::error_code& tec) {
-      if (!tec && acceptor_.is_open()) accept();
-    });
   }
 
   void readHeader(const ConnPtr& c) {
@@ -447,8 +391,7 @@ class RootServer {
 
   void shutdown() {
     asio::error_code ignored;
-    acceptRetry_.cancel();
-    acceptor_.close(ignored);
+    listener_.close();
     auto conns = conns_;
     for (auto& [id, c] : conns) {
       c->closed = true;
@@ -485,11 +428,7 @@ class RootServer {
   const AllowList allow_;
   const int64_t helloTimeoutMs_;
   asio::io_context io_;
-  tcp::acceptor acceptor_;
-  static constexpr int kMaxAcceptBackoffMs = 100;
-  asio::steady_timer acceptRetry_;
-  int acceptBackoffMs_ = 0;  // 0 while accept succeeds
-  int failuresThisEpisode_ = 0;
+  Listener listener_;
   std::thread thread_;
   std::map<uint64_t, ConnPtr> conns_;
   std::map<std::pair<uint32_t, uint32_t>, Round> rounds_;
@@ -501,8 +440,6 @@ class RootServer {
   bool running_ = false;
   int joined_ = 0;
   int live_ = 0;
-  int acceptFailures_ = 0;
-  int dropped_ = 0;
   std::vector<std::string> refusals_;
 };
 
