@@ -8,9 +8,14 @@
 //   - waits 1, 2, 4 ... 100 ms before the next accept after any failure (reset on success).
 #pragma once
 
-#include <asio.hpp>
+// A standard header first: asio picks its handler allocator (aligned_alloc or operator new) from
+// _GLIBCXX_HAVE_ALIGNED_ALLOC, which only exists once libstdc++'s config is included. With asio
+// first, this file's handlers would be allocated with operator new and freed with free() by
+// root.cpp's io_context (ASan: alloc-dealloc-mismatch).
 #include <atomic>
 #include <functional>
+
+#include <asio.hpp>
 
 #include "bootstrap/unique_id.hpp"
 #include "util/status.hpp"
