@@ -101,8 +101,10 @@ int rootProcess(int toParent, int fromParent) {
   for (int fd : fillers) close(fd);
   setrlimit(RLIMIT_NOFILE, &original);
   if (!writeAll(toParent, &rep, sizeof(rep))) return 8;
-  // Serve until both ranks have left.
-  return test::rootFinished(id) ? 0 : 9;
+  // Serve until both ranks have left, then join the root's thread (_exit skips the atexit hook).
+  bool finished = test::rootFinished(id);
+  shutdownAllRoots();
+  return finished ? 0 : 9;
 }
 
 int reapChild(pid_t pid) {
