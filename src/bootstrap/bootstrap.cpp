@@ -42,10 +42,10 @@ Status Bootstrap::init(const UniqueId& id, int rank, int nranks, std::chrono::mi
   b->rank_ = rank;
   b->nranks_ = nranks;
   b->timeoutMs_ = timeoutMs;
-  NLCHECK(Link::connect(ep, deadline, &b->link_));
   std::string host = hostIdentity();
-  NLCHECK(b->link_->send(wire::encodeHello(
-      ep.secret, rank, nranks, {reinterpret_cast<const uint8_t*>(host.data()), host.size()})));
+  NLCHECK(Link::connect(ep, rank, nranks,
+                        {reinterpret_cast<const uint8_t*>(host.data()), host.size()}, deadline,
+                        &b->link_));
   std::vector<Link::Bytes> pieces;
   NLCHECK(b->link_->awaitRound(wire::kWorldGroup, 0, nranks, deadline, timeoutMs, "join", &pieces));
   if (pieces.size() != static_cast<size_t>(nranks)) {

@@ -1,12 +1,14 @@
 #include "bootstrap/link.hpp"
 
 #include <asio.hpp>
+#include <algorithm>
 #include <condition_variable>
 #include <deque>
 #include <map>
 #include <mutex>
 #include <thread>
 
+#include "bootstrap/auth.hpp"
 #include "bootstrap/wire.hpp"
 #include "util/log.hpp"
 
@@ -35,6 +37,7 @@ struct Link::Impl {
   std::map<Key, Outcome> done;
   std::map<Key, wire::QueryReply> queries;
   int connectState = 0;  // 0 pending, 1 connected, -1 failed
+  Status connectStatus = Status::SystemError;
   std::string connectError;
   size_t queued = 0;     // frames not yet written
   bool closing = false;  // EOF is expected from now on
@@ -49,6 +52,15 @@ struct Link::Impl {
   uint8_t hdr[wire::kHeaderBytes];
   Bytes payload;
   std::deque<std::shared_ptr<Bytes>> outq;
+
+  // Handshake state (io thread). The secret is wiped once the handshake is over.
+  Endpoint root;
+  Bytes helloSigned;  // rank, nranks, blob as the hello carries them
+  wire::Nonce rankNonce{};
+  int attempts = 0;
+  int hangupDelayMs = 0;  // back-off between connections the root closed unanswered
+
+  ~Impl() { auth::wipe(root.secret); }
 
   void fail(Status s, const std::string& text) {
     std::vector<Notifier*> ws;
@@ -69,16 +81,12 @@ struct Link::Impl {
   }
 
   void attemptConnect(tcp::endpoint target, Clock::time_point deadline) {
+    ++attempts;
     sock.async_connect(target, [this, target, deadline](const asio::error_code& ec) {
       if (!ec) {
         asio::error_code ignored;
         sock.set_option(tcp::no_delay(true), ignored);
-        {
-          std::lock_guard<std::mutex> lock(mu);
-          connectState = 1;
-        }
-        cv.notify_all();
-        readHeader();
+        startHandshake(target, deadline);
         return;
       }
       bool again = (ec == asio::error::connection_refused || ec == asio::error::try_again) &&
@@ -92,15 +100,106 @@ struct Link::Impl {
         });
         return;
       }
-      {
-        std::lock_guard<std::mutex> lock(mu);
-        if (connectState == 0) {
-          connectState = -1;
-          connectError = ec.message();
-        }
-      }
-      cv.notify_all();
+      connectFailed(Status::SystemError, ec.message());
     });
+  }
+
+  void connectFailed(Status s, const std::string& why) {
+    asio::error_code ignored;
+    sock.close(ignored);
+    auth::wipe(root.secret);
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      if (connectState == 0) {
+        connectState = -1;
+        connectStatus = s;
+        connectError = why;
+      }
+    }
+    cv.notify_all();
+  }
+
+  /// Sends the rank's nonce; the root answers with a Challenge (or an Error saying why not).
+  void startHandshake(tcp::endpoint target, Clock::time_point deadline) {
+    if (auth::randomBytes(rankNonce) != Status::Success)
+      return connectFailed(Status::SystemError, "no random bytes for the handshake");
+    // Synchronous: a few dozen bytes always fit a fresh connection's send buffer.
+    asio::error_code ec;
+    asio::write(sock, asio::buffer(wire::encodeAuthStart(rankNonce)), ec);
+    if (ec) return rootHungUp(target, deadline, ec.message());
+    asio::async_read(sock, asio::buffer(hdr), [this, target, deadline](const asio::error_code& e,
+                                                                       size_t) {
+      if (e == asio::error::operation_aborted) return;
+      if (e) return rootHungUp(target, deadline, e.message());
+      wire::Header h;
+      std::string why;
+      // Until the root has proved itself, only a hello-sized frame is accepted from it.
+      if (wire::parseHeader({hdr, sizeof(hdr)}, wire::kMaxHelloBytes, &h, &why) != wire::Parse::Ok)
+        return connectFailed(Status::RemoteError, "malformed answer from the root: " + why);
+      payload.resize(h.length);
+      asio::async_read(sock, asio::buffer(payload),
+                       [this, target, deadline, h](const asio::error_code& e2, size_t) {
+                         if (e2 == asio::error::operation_aborted) return;
+                         if (e2) return rootHungUp(target, deadline, e2.message());
+                         wire::Body body;
+                         std::string why2;
+                         if (!wire::parseBody(h, payload, &body, &why2))
+                           return connectFailed(Status::RemoteError,
+                                                "malformed answer from the root: " + why2);
+                         onHandshakeAnswer(h, body);
+                       });
+    });
+  }
+
+  void onHandshakeAnswer(const wire::Header& h, const wire::Body& body) {
+    if (h.type == wire::Type::Error) {
+      // Not authenticated yet: show the text, but only as printable characters.
+      return connectFailed(Status::InvalidUsage,
+                           printable(std::get<wire::ErrorMsg>(body).text));
+    }
+    if (h.type != wire::Type::Challenge)
+      return connectFailed(Status::RemoteError, "message type " + std::to_string(int(h.type)) +
+                                                    " from the root instead of a challenge");
+    const auto& ch = std::get<wire::Challenge>(body);
+    if (!auth::sameProof(ch.proof, auth::rootProof(root.secret, rankNonce, ch.nonce)))
+      return connectFailed(Status::RemoteError,
+                           "the root did not prove it holds this unique id's secret (a stale id, "
+                           "or another program on that port)");
+    wire::Proof proof = auth::rankProof(root.secret, rankNonce, ch.nonce, helloSigned);
+    auth::wipe(root.secret);
+    asio::error_code ec;
+    asio::write(sock, asio::buffer(wire::encodeHello(proof, helloSigned)), ec);
+    if (ec) return connectFailed(Status::RemoteError, "lost the root in the handshake: " + ec.message());
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      connectState = 1;
+    }
+    cv.notify_all();
+    readHeader();
+  }
+
+  /// The root closed the connection before answering: it drops connections while it is out of
+  /// descriptors. Nothing was committed yet, so connect again (10, 20 ... 200 ms apart).
+  void rootHungUp(tcp::endpoint target, Clock::time_point deadline, const std::string& why) {
+    asio::error_code ignored;
+    sock.close(ignored);
+    hangupDelayMs = std::clamp(hangupDelayMs * 2, 10, 200);
+    if (Clock::now() + std::chrono::milliseconds(hangupDelayMs) >= deadline)
+      return connectFailed(Status::RemoteError,
+                           "the root closed the connection before answering (" + why + ", " +
+                               std::to_string(attempts) + " attempts; out of descriptors?)");
+    INFO(log::kBootstrap, "bootstrap: the root closed the connection before answering (%s); "
+         "connecting again in %d ms", why.c_str(), hangupDelayMs);
+    retry.expires_after(std::chrono::milliseconds(hangupDelayMs));
+    retry.async_wait([this, target, deadline](const asio::error_code& tec) {
+      if (!tec) attemptConnect(target, deadline);
+    });
+  }
+
+  static std::string printable(std::string_view text) {
+    std::string s;
+    for (char ch : text.substr(0, 300)) s += (ch >= 0x20 && ch < 0x7f) ? ch : '?';
+    return s;
   }
 
   void readHeader() {
@@ -224,7 +323,9 @@ Link::Link(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 
 Link::~Link() { close(); }
 
-Status Link::connect(const Endpoint& ep, Clock::time_point deadline, std::shared_ptr<Link>* out) {
+Status Link::connect(const Endpoint& ep, int32_t rank, int32_t nranks,
+                     std::span<const uint8_t> blob, Clock::time_point deadline,
+                     std::shared_ptr<Link>* out) {
   std::shared_ptr<Link> link;
   try {
     link.reset(new Link(std::make_unique<Impl>()));
@@ -233,6 +334,8 @@ Status Link::connect(const Endpoint& ep, Clock::time_point deadline, std::shared
     return Status::SystemError;
   }
   Impl* im = link->impl_.get();
+  im->root = ep;
+  im->helloSigned = wire::helloSignedPart(rank, nranks, blob);
   asio::ip::address addr;
   if (ep.ipv6) {
     asio::ip::address_v6::bytes_type b;
@@ -253,6 +356,7 @@ Status Link::connect(const Endpoint& ep, Clock::time_point deadline, std::shared
   std::unique_lock<std::mutex> lock(im->mu);
   im->cv.wait_until(lock, deadline, [im] { return im->connectState != 0; });
   int state = im->connectState;
+  Status status = im->connectStatus;
   std::string err = im->connectError;
   lock.unlock();
   if (state == 1) {
@@ -264,8 +368,8 @@ Status Link::connect(const Endpoint& ep, Clock::time_point deadline, std::shared
     WARN("bootstrap: timed out connecting to the root at %s", ep.toString().c_str());
     return Status::Timeout;
   }
-  WARN("bootstrap: cannot connect to the root at %s: %s", ep.toString().c_str(), err.c_str());
-  return Status::SystemError;
+  WARN("bootstrap: cannot join the root at %s: %s", ep.toString().c_str(), err.c_str());
+  return status;
 }
 
 Status Link::send(Bytes frame) {

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -25,8 +26,13 @@ class Link {
 
   ~Link();
 
-  /// Connects to the root at `ep` (retrying refused connections) before `deadline`.
-  static Status connect(const Endpoint& ep, Clock::time_point deadline,
+  /// Connects to the root at `ep` and runs the handshake before `deadline`: proves this rank holds
+  /// ep.secret, checks that the root does too (RemoteError if not), and sends the hello that joins
+  /// `rank` of `nranks` with `blob`; the join's result comes as round (kWorldGroup, 0). Connections
+  /// that are refused, or that the root closes before answering (it drops them while out of
+  /// descriptors), are retried; an explicit refusal by the root is InvalidUsage with its reason.
+  static Status connect(const Endpoint& ep, int32_t rank, int32_t nranks,
+                        std::span<const uint8_t> blob, Clock::time_point deadline,
                         std::shared_ptr<Link>* out);
 
   /// Queues a frame; the reader thread writes it. Fails once the link has failed.
