@@ -68,16 +68,13 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupNlccl::reduce(std::vector<at::Tensor>
               opts.rootTensor);
   Reduction red = reduction(t, opts.reduceOp, "reduce");
   auto work = makeWork(c10d::OpType::REDUCE, {t});
-  // Only the root's tensor receives the result; the others keep their input (nlccl's reduce
-  // uses the receive buffer of non-root ranks as scratch, so they send from a copy).
-  const bool isRoot = rank_ == opts.rootRank;
-  at::Tensor buf = contiguousFor(*work, t, isRoot);
-  at::Tensor out = isRoot ? buf : at::empty_like(buf);
-  work->keep(out);
+  // In place: as in NCCL, only the root's receive buffer is written, so the other ranks keep
+  // their input (ops_test checks it).
+  at::Tensor buf = contiguousFor(*work, t, rank_ == opts.rootRank);
   nlcclComm_t c = comm();
   int root = static_cast<int>(opts.rootRank);
   queue_->post(work, [=](nlcclStream_t s) {
-    return nlcclReduce(buf.data_ptr(), out.data_ptr(), buf.numel(), red.type, red.op, root, c, s);
+    return nlcclReduce(buf.data_ptr(), buf.data_ptr(), buf.numel(), red.type, red.op, root, c, s);
   }, "reduce");
   return work;
 }
