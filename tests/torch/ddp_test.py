@@ -2,10 +2,14 @@
 steps, both models trained side by side in the same processes (gloo is the default group, nlccl
 a second group over the same ranks). Losses and parameters are compared after every step.
 
-    ddp_test.py WORLD TOL             TOL 0: bitwise; else max|a-b| <= TOL * max|b| per tensor
-    ddp_test.py WORLD TOL --skip K    negative control: at step K the nlccl model skips one
-                                      gradient all-reduce; the comparison must hold before K and
-                                      fail from K on
+    ddp_test.py WORLD TOL PHASE...
+
+TOL 0 compares bitwise, else max|a-b| <= TOL * max|b| per tensor. Each phase trains fresh models:
+    plain     DDP's own gradient all-reduce
+    skipK     negative control: at step K the nlccl model skips one gradient all-reduce (a comm
+              hook); the comparison must hold before K and fail at K
+    powersgd  both models use torch's PowerSGD comm hook, whose future callbacks issue
+              all-reduces and wait for them
 """
 import argparse
 import copy
@@ -14,6 +18,7 @@ import torch
 import torch.distributed as dist
 import torch.nn as nn
 from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
+from torch.distributed.algorithms.ddp_comm_hooks import powerSGD_hook as powersgd
 from torch.nn.parallel import DistributedDataParallel as DDP
 
 import harness
@@ -61,19 +66,24 @@ def skip_once_hook(state, bucket):
     return default_hooks.allreduce_hook(state.group, bucket)
 
 
-def worker(rank, world, tol, skip):
-    harness.init(rank, world, "gloo")
-    nl = dist.new_group(backend="nlccl")
+def train(rank, world, tol, nl, skip=None, use_powersgd=False):
+    """Trains the gloo and nlccl models side by side; returns (first differing step, what
+    differs) or None."""
     base = make_model()
     # Small buckets: several all-reduces per step, overlapping the backward pass.
     ddp = {name: DDP(copy.deepcopy(base), process_group=group, bucket_cap_mb=0.01)
            for name, group in (("gloo", dist.group.WORLD), ("nlccl", nl))}
     hook = None
+    if use_powersgd:
+        for name, group in (("gloo", dist.group.WORLD), ("nlccl", nl)):
+            state = powersgd.PowerSGDState(process_group=group, matrix_approximation_rank=2,
+                                           start_powerSGD_iter=3, min_compression_rate=0.5,
+                                           random_seed=7)
+            ddp[name].register_comm_hook(state, powersgd.powerSGD_hook)
     if skip is not None:
         hook = SkipOnce(nl, skip)
         ddp["nlccl"].register_comm_hook(hook, skip_once_hook)
     opts = {n: torch.optim.SGD(m.parameters(), lr=0.05, momentum=0.9) for n, m in ddp.items()}
-    first_difference = None
     for step in range(STEPS):
         if hook:
             hook.step = step
@@ -93,26 +103,35 @@ def worker(rank, world, tol, skip):
             d = differs(p.detach(), q.detach(), tol)
             if d:
                 diffs.append("parameter %d: %s" % (i, d))
-        if diffs and first_difference is None:
-            first_difference = (step, diffs)
-            if skip is None:
-                break
-    if skip is None:
-        assert first_difference is None, "rank %d, step %d: nlccl and gloo differ: %s" % (
-            rank, first_difference[0], "; ".join(first_difference[1]))
+        if diffs:
+            return step, diffs
+    assert hook is None or hook.skipped, "the planted skip never ran"
+    return None
+
+
+def worker(rank, world, tol, phases):
+    harness.init(rank, world, "gloo")
+    nl = dist.new_group(backend="nlccl")
+    how = "bitwise" if tol == 0 else "within %g relative" % tol
+    for phase in phases:
+        if phase.startswith("skip"):
+            skip = int(phase[4:])
+            diff = train(rank, world, tol, nl, skip=skip)
+            assert diff is not None, (
+                "rank %d: skipping an all-reduce at step %d went unnoticed" % (rank, skip))
+            assert diff[0] == skip, "rank %d: models differ at step %d, before the skip at %d: %s" % (
+                rank, diff[0], skip, "; ".join(diff[1]))
+            if rank == 0:
+                print("negative control: the all-reduce skipped at step %d is caught (%s)" % (
+                    skip, diff[1][0]), flush=True)
+            continue
+        assert phase in ("plain", "powersgd"), phase
+        diff = train(rank, world, tol, nl, use_powersgd=phase == "powersgd")
+        assert diff is None, "rank %d, %s, step %d: nlccl and gloo differ: %s" % (
+            rank, phase, diff[0], "; ".join(diff[1]))
         if rank == 0:
-            print("%d DDP steps on %d ranks: nlccl equals gloo (%s)" % (
-                STEPS, world, "bitwise" if tol == 0 else "within %g relative" % tol), flush=True)
-    else:
-        assert hook.skipped, "the planted skip never ran"
-        assert first_difference is not None, (
-            "rank %d: skipping an all-reduce at step %d went unnoticed" % (rank, skip))
-        assert first_difference[0] == skip, (
-            "rank %d: models differ at step %d, before the skip at step %d: %s" % (
-                rank, first_difference[0], skip, "; ".join(first_difference[1])))
-        if rank == 0:
-            print("negative control: the skipped all-reduce at step %d is caught (%s)" % (
-                skip, first_difference[1][0]), flush=True)
+            print("%d DDP steps on %d ranks%s: nlccl equals gloo (%s)" % (
+                STEPS, world, " with PowerSGD" if phase == "powersgd" else "", how), flush=True)
     dist.destroy_process_group(nl)
     dist.destroy_process_group()
 
@@ -121,6 +140,6 @@ if __name__ == "__main__":
     ap = argparse.ArgumentParser()
     ap.add_argument("world", type=int)
     ap.add_argument("tol", type=float)
-    ap.add_argument("--skip", type=int, default=None)
+    ap.add_argument("phases", nargs="+", help="plain, powersgd or skipK")
     a = ap.parse_args()
-    harness.spawn(worker, a.world, a.tol, a.skip)
+    harness.spawn(worker, a.world, a.tol, a.phases)

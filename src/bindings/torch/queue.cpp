@@ -128,7 +128,7 @@ void Queue::loop() {
     std::vector<c10::intrusive_ptr<WorkNlccl>> done(queued_.begin(), queued_.begin() + n);
     queued_.erase(queued_.begin(), queued_.begin() + n);
     lock.unlock();
-    for (auto& w : done) w->complete(error);  // runs future callbacks: no lock held
+    for (auto& w : done) callbacks_.post([w, error] { w->complete(error); });
     done.clear();
     lock.lock();
   }
@@ -136,9 +136,9 @@ void Queue::loop() {
 
 void Queue::shutdown(std::shared_ptr<Queue> queue) {
   if (!queue) return;
-  // The last reference to a process group may go in a future callback, on the completion thread,
-  // which cannot join itself: another thread then closes the queue once the callback returned.
-  if (queue->thread_.get_id() == std::this_thread::get_id())
+  // The last reference to a process group may go in a future callback, on a thread the queue
+  // owns and waits for: another thread then closes the queue once the callback returned.
+  if (queue->thread_.get_id() == std::this_thread::get_id() || queue->callbacks_.onPoolThread())
     std::thread([q = std::move(queue)] { q->close(); }).detach();
   else
     queue->close();

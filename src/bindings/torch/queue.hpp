@@ -3,10 +3,10 @@
 // completion thread synchronizes the stream and completes their Work objects.
 //
 // Completion: nlcclStreamSynchronize waits until the stream is idle, so the thread notes how many
-// operations were queued, synchronizes, and completes those (an operation may therefore be
-// reported complete a little after it finished, never before). The first error fails every
-// operation not yet completed and every later call: nlccl's asynchronous errors (a dead peer, a
-// timeout) are fatal for the communicator.
+// operations were queued, synchronizes, and completes those, on the Callbacks pool (an
+// operation may therefore be reported complete a little after it finished, never before). The
+// first error fails every operation not yet completed and every later call: nlccl's asynchronous
+// errors (a dead peer, a timeout) are fatal for the communicator.
 //
 // Sends and receives: each one waits in the queue, and the run of them is issued as one
 // nlcclGroupStart/End group when something needs it: any other operation (queued after them),
@@ -24,6 +24,7 @@
 #include <thread>
 #include <vector>
 
+#include "callbacks.hpp"
 #include "nlccl.h"
 #include "work.hpp"
 
@@ -84,6 +85,7 @@ class Queue : public std::enable_shared_from_this<Queue> {
   bool closing_ = false;
   bool closed_ = false;
   std::thread thread_;
+  Callbacks callbacks_;  // destroyed first: its tasks may still flush this queue
 };
 
 /// "nlcclAllReduce failed: <nlccl's description>: <last error message>".

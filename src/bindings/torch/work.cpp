@@ -65,10 +65,10 @@ void WorkNlccl::complete(std::exception_ptr error) {
   }
   onSuccess_.clear();
   kept_.clear();
-  finish(error);
-  // Callbacks attached with then() run here, on the completion thread.
+  // As gloo does it: the future (and the callbacks attached with then()) first, then wait().
   if (error) future_->setError(error);
   else future_->markCompleted(c10::IValue(outputs_));
+  finish(error);
 }
 
 at::Tensor contiguousFor(WorkNlccl& work, const at::Tensor& t, bool copyBack) {

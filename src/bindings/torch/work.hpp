@@ -40,7 +40,8 @@ class WorkNlccl : public c10d::Work {
   /// waiting on or polling this work then issues them.
   void deferTo(std::weak_ptr<Queue> queue);
   void issued() { deferred_.store(false); }
-  /// Runs the onSuccess steps (unless `error`), then completes the work and its future.
+  /// Runs the onSuccess steps (unless `error`), then completes the future (running its
+  /// callbacks) and the work. Called on a Callbacks thread.
   void complete(std::exception_ptr error);
 
  private:
