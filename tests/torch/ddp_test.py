@@ -111,7 +111,7 @@ def train(rank, world, tol, nl, skip=None, use_powersgd=False):
 
 def worker(rank, world, tol, phases):
     harness.init(rank, world, "gloo")
-    nl = dist.new_group(backend="nlccl")
+    nl = harness.nlccl_group()
     how = "bitwise" if tol == 0 else "within %g relative" % tol
     for phase in phases:
         if phase.startswith("skip"):

@@ -36,6 +36,12 @@ def init(rank, world, backend="gloo", timeout_s=60):
                             timeout=datetime.timedelta(seconds=timeout_s))
 
 
+def nlccl_group(timeout_s=30):
+    """An nlccl group over every rank. new_group's timeout defaults to 30 minutes, not to
+    init_process_group's: a test that deadlocks must fail sooner than that."""
+    return dist.new_group(backend="nlccl", timeout=datetime.timedelta(seconds=timeout_s))
+
+
 def generator(*salt):
     g = torch.Generator()
     g.manual_seed(zlib.crc32(repr(salt).encode()))  # the same in every process

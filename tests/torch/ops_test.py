@@ -244,7 +244,7 @@ def check_p2p(ck, nl, gl, rank, world, dtype):
 def worker(rank, world):
     harness.init(rank, world, "gloo")
     gl = dist.group.WORLD
-    nl = dist.new_group(backend="nlccl")
+    nl = harness.nlccl_group()
     ck = harness.Checks(rank)
     for dtype in DTYPES:
         check_allreduce(ck, nl, gl, rank, world, dtype)
