@@ -261,6 +261,17 @@ def worker(rank, world):
             gloo_inplace(lambda t: dist.all_reduce(t, op=op, group=gl), want)
             ck.same("all_reduce %s %s" % (op, dtype), got, want)
         check_broadcast_reduce(ck, nl, gl, rank, world, dtype)
+    if world >= 3:  # a subgroup: group ranks differ from global ranks
+        sub = dist.new_group([0, 2], backend="nlccl",
+                             timeout=harness.datetime.timedelta(seconds=30))
+        if rank in (0, 2):
+            t = torch.full((9,), float(rank + 1))
+            dist.all_reduce(t, group=sub)
+            ck.same("subgroup all_reduce", t, torch.full((9,), 4.0))
+            b = torch.full((3,), float(rank))
+            dist.broadcast(b, src=2, group=sub)  # src is a global rank
+            ck.same("subgroup broadcast", b, torch.full((3,), 2.0))
+            dist.destroy_process_group(sub)
     dist.barrier(group=nl)
     ck.finish()
     dist.destroy_process_group(nl)
