@@ -29,7 +29,10 @@ Communicator::Communicator(int rank, int nranks, std::unique_ptr<transport::Tran
       sendCount_(nranks, 0),
       recvCount_(nranks, 0) {}
 
-Communicator::~Communicator() { magic_ = 0; }
+Communicator::~Communicator() {
+  magic_ = 0;
+  alive_->store(false);
+}
 
 Status Communicator::setAlgorithms(const std::string& spec) {
   algo::Selection chosen;
@@ -141,6 +144,7 @@ void Communicator::waitIdle() {
 
 void Communicator::abort() {
   if (aborted_.exchange(true)) return;
+  alive_->store(false);
   setAsyncError(Status::RemoteError);
   if (transport_) transport_->abort(Status::RemoteError);
 }

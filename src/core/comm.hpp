@@ -91,6 +91,9 @@ class Communicator {
   void setAsyncError(Status s);
   /// Fails all pending work on this communicator's transport.
   void abort();
+  /// Alive until this communicator is aborted or destroyed (a stream's fatal error stays while
+  /// one of its communicators does).
+  std::shared_ptr<const std::atomic<bool>> life() const { return alive_; }
 
   /// Work (queued or running) that uses this communicator; destroy and abort wait for it, so no
   /// stream thread is left holding a freed communicator.
@@ -143,6 +146,7 @@ class Communicator {
   std::string lastError_;
   std::atomic<int> asyncError_{0};
   std::atomic<bool> aborted_{false};
+  std::shared_ptr<std::atomic<bool>> alive_ = std::make_shared<std::atomic<bool>>(true);
 };
 
 }  // namespace nlccl::core
