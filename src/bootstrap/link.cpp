@@ -100,7 +100,14 @@ struct Link::Impl {
         });
         return;
       }
-      connectFailed(Status::SystemError, ec.message());
+      // Refused until the deadline: the root's listening socket is gone, so its process is (it
+      // opens the socket before the id exists). That is a dead peer, not a local failure.
+      if (ec == asio::error::connection_refused)
+        connectFailed(Status::RemoteError,
+                      "the bootstrap root refused every connection until the timeout (its process "
+                      "is gone?): " + ec.message());
+      else
+        connectFailed(Status::SystemError, ec.message());
     });
   }
 

@@ -5,6 +5,7 @@
 #include <dirent.h>
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <sys/mman.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -14,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "multirank/fork_ranks.hpp"
 #include "nlccl.h"
 
 namespace {
@@ -35,7 +37,9 @@ std::set<std::string> devShm() {
 
 // Exit codes of a rank: 0 all done; 10 + code init failed; 20 + code the first all-reduce
 // failed; 30 + code the second (the victim never joins it) failed.
-[[noreturn]] void rankMain(int n, int r, int victim, const nlcclUniqueId& id) {
+[[noreturn]] void rankMain(int n, int r, int victim, nlccl::testing::SharedId* sh) {
+  nlcclUniqueId id;
+  if (nlccl::testing::shareUniqueId(sh, r, &id) != 0) _exit(3);
   nlcclConfig_t config = NLCCL_CONFIG_INITIALIZER;
   config.timeoutMs = kTimeoutMs;
   nlcclComm_t comm = nullptr;
@@ -57,19 +61,24 @@ struct Outcome {
 };
 
 /// Forks n ranks and SIGKILLs `victim` `delayUs` after the last fork (never when delayUs < 0).
+/// Rank 0 makes the unique id (its process runs the bootstrap root) and hands it to the others
+/// through memory shared before the fork, so this process starts no thread before forking. A
+/// victim rank 0 is killed only once it has published the id (the delay counts from then).
 Outcome trial(int n, int victim, int64_t delayUs) {
-  nlcclUniqueId id;
-  EXPECT_EQ(nlcclGetUniqueId(&id), nlcclSuccess);
+  void* mem = mmap(nullptr, sizeof(nlccl::testing::SharedId), PROT_READ | PROT_WRITE,
+                   MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+  auto* sh = new (mem) nlccl::testing::SharedId();
   std::fflush(nullptr);
   std::vector<pid_t> pids(n);
   for (int r = 0; r < n; ++r) {
     pids[r] = fork();
-    if (pids[r] == 0) rankMain(n, r, victim, id);
+    if (pids[r] == 0) rankMain(n, r, victim, sh);
   }
   Outcome out;
   out.status.assign(n, -2);
   auto killedAt = Clock::now();
   if (delayUs >= 0) {
+    while (victim == 0 && sh->state.load() == 0) usleep(100);
     usleep(static_cast<useconds_t>(delayUs));
     kill(pids[victim], SIGKILL);
     killedAt = Clock::now();
@@ -96,6 +105,7 @@ Outcome trial(int n, int victim, int64_t delayUs) {
         }
     if (left > 0) usleep(1000);
   }
+  munmap(mem, sizeof(nlccl::testing::SharedId));
   return out;
 }
 

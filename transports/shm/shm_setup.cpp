@@ -139,7 +139,19 @@ Status ShmTransport::setup(const AllGatherFn& allGather) {
     where.fd = b.fd;
     where.id = b.id;
     where.size = b.size;
-    NLCHECK(shm::Segment::open(b.pid, where, nranks_, p, &peer.seg));
+    if (Status os = shm::Segment::open(b.pid, where, nranks_, p, &peer.seg); os != Status::Success) {
+      // A peer that died since the exchange took its segment with it: that is the peer's
+      // failure (RemoteError), not ours. A dying process closes its descriptors before it
+      // becomes a zombie, so give it a moment to show as dead.
+      bool dead = false;
+      for (int i = 0; i < 40 && !(dead = processDead(peer.pid, peer.startTime)); ++i)
+        usleep(5000);
+      if (dead) {
+        WARN("shm: rank %d: peer rank %d (pid %d) died during setup", rank_, p, b.pid);
+        return Status::RemoteError;
+      }
+      return os;
+    }
     peer.seg.header()->mapped.fetch_add(1);
     peer.seg.ringDoorbell();
   }
