@@ -1,5 +1,7 @@
 #include "multirank/collective_case.hpp"
 
+#include <algorithm>
+
 #include "common/reference.hpp"
 
 namespace nlccl::testing {
@@ -33,8 +35,10 @@ CollBuffers::CollBuffers(const CollCase& c, int rank, int nranks)
     default: break;
   }
   // One allocation for in-place layouts, two otherwise; +1 element so that empty buffers are
-  // still valid pointers.
-  recv_.assign((outCount + inCount + 1) * es_, 0);
+  // still valid pointers. A canary follows each: nothing may write past its buffer.
+  outEnd_ = (c.inPlace ? std::max(outCount, inCount) : outCount) * es_;
+  recv_.assign(outEnd_ + kCanaryBytes, 0);
+  std::fill(recv_.begin() + outEnd_, recv_.end(), static_cast<char>(kCanary));
   recvPtr_ = recv_.data();
   if (c.inPlace) {
     switch (c.collective) {
@@ -46,9 +50,10 @@ CollBuffers::CollBuffers(const CollCase& c, int rank, int nranks)
       default: sendPtr_ = recv_.data(); break;
     }
   } else {
-    send_.assign((inCount + 1) * es_, 0);
+    send_.assign(inCount * es_ + kCanaryBytes, static_cast<char>(kCanary));
     sendPtr_ = send_.data();
   }
+  if (outEnd_ == 0) recvPtr_ = recv_.data();  // empty, yet a valid pointer (the canary's)
   // Inputs: element i of rank r's input holds value(r, i) (for in-place, written into the alias).
   if (c.collective == Collective::AllToAllv) {
     for (int j = 0; j < nranks; ++j)
@@ -109,6 +114,13 @@ std::string CollBuffers::check() const {
     default: return "unsupported collective";
   }
   std::string err = compare(c_.dtype, recvPtr_, 0, want.size(), want, p);
+  for (size_t i = outEnd_; i < recv_.size() && err.empty(); ++i)
+    if (static_cast<unsigned char>(recv_[i]) != kCanary)
+      err = "byte " + std::to_string(i - outEnd_) + " past the receive buffer was written";
+  for (size_t i = send_.size() > kCanaryBytes ? send_.size() - kCanaryBytes : 0;
+       i < send_.size() && !send_.empty() && err.empty(); ++i)
+    if (static_cast<unsigned char>(send_[i]) != kCanary)
+      err = "the canary past the send buffer was written";
   if (err.empty()) return "";
   return std::string(collectiveName(c_.collective)) + " " + dataTypeName(c_.dtype) + " " +
          redOpName(c_.op) + (c_.inPlace ? " in-place" : " out-of-place") + " rank " +
