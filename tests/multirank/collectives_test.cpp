@@ -1,5 +1,5 @@
 // Every collective x data type x op x {in place, out of place} for nranks {1, 2, 3, 4, 8}, ranks as
-// threads over the loopback transport, against references computed in double / exact integers.
+// threads over the loopback transport, against exact references (tests/common/reference.hpp).
 #include <gtest/gtest.h>
 
 #include <cstdlib>
