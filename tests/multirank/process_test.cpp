@@ -1,27 +1,18 @@
 // Ranks as processes over shared memory: every collective at 2, 3 and 4 processes with checked
-// results, communicator split, and a rank killed mid-collective.
-#include <dirent.h>
+// results, communicator split, and a rank killed mid-collective; afterwards no process may still
+// map or hold the job's shared memory (memfds.hpp), a check whose negative control is here too.
 #include <gtest/gtest.h>
+#include <sys/mman.h>
 
+#include <atomic>
 #include <cstring>
+#include <set>
 #include <string>
 
 #include "multirank/collective_case.hpp"
 #include "multirank/fork_ranks.hpp"
 
 namespace nlccl::testing {
-
-std::vector<std::string> nlcclShmSegments(const std::vector<pid_t>& pids) {
-  std::vector<std::string> out;
-  DIR* d = opendir("/dev/shm");
-  if (d == nullptr) return out;
-  while (dirent* e = readdir(d))
-    for (pid_t pid : pids)
-      if (std::string(e->d_name).rfind("nlccl-" + std::to_string(pid) + "-", 0) == 0)
-        out.push_back(e->d_name);
-  closedir(d);
-  return out;
-}
 
 namespace {
 
@@ -33,7 +24,7 @@ class ProcessCollectivesTest : public ::testing::TestWithParam<int> {};
 
 TEST_P(ProcessCollectivesTest, EveryCollective) {
   const int p = GetParam();
-  std::vector<pid_t> pids;
+  std::set<std::string> memfds;
   auto status = forkRanks(p, [p](int r, nlcclComm_t comm) {
     bool ok = true;
     for (Collective c : {Collective::AllReduce, Collective::AllGather, Collective::ReduceScatter,
@@ -67,9 +58,10 @@ TEST_P(ProcessCollectivesTest, EveryCollective) {
       }
     }
     return ok;
-  }, 60, nullptr, &pids);
+  }, 60, nullptr, &memfds);
   for (int r = 0; r < p; ++r) EXPECT_EQ(status[r], 0) << "rank " << r;
-  EXPECT_TRUE(nlcclShmSegments(pids).empty()) << "shared memory segments left behind";
+  EXPECT_FALSE(memfds.empty()) << "the ranks mapped no nlccl shared memory: nothing was checked";
+  EXPECT_EQ(memfdHolders(memfds), std::vector<std::string>{}) << "shared memory left behind";
 }
 
 INSTANTIATE_TEST_SUITE_P(Shm, ProcessCollectivesTest, ::testing::Values(2, 3, 4));
@@ -87,8 +79,40 @@ TEST(ProcessTest, SplitAcrossProcesses) {
   for (int r = 0; r < 4; ++r) EXPECT_EQ(status[r], 0) << "rank " << r;
 }
 
+// The negative control of the leftover check: a process that outlives the job and still maps its
+// shared memory (here a child that rank 1 forks) is found, by pid, until it is gone.
+TEST(ProcessTest, LeftoverCheckFindsMemoryThatOutlivesTheJob) {
+  auto* keeper = static_cast<std::atomic<pid_t>*>(mmap(
+      nullptr, sizeof(std::atomic<pid_t>), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0));
+  ASSERT_NE(keeper, MAP_FAILED);
+  keeper->store(0);
+  std::set<std::string> memfds;
+  auto status = forkRanks(2, [keeper](int r, nlcclComm_t comm) {
+    float x = 1, y = 0;
+    if (nlcclAllReduce(&x, &y, 1, nlcclFloat, nlcclSum, comm, nullptr) != nlcclSuccess) return false;
+    if (r == 1) {
+      pid_t pid = fork();
+      if (pid == 0)
+        for (;;) pause();  // inherits every mapping of rank 1, its peer's segment included
+      keeper->store(pid);
+    }
+    return y == 2;
+  }, 30, nullptr, &memfds);
+  EXPECT_EQ(status, (std::vector<int>{0, 0}));
+  const pid_t pid = keeper->load();
+  ASSERT_GT(pid, 0);
+  const auto held = memfdHolders(memfds);
+  ASSERT_FALSE(held.empty()) << "the leftover check missed a process that maps the job's memory";
+  for (const std::string& h : held)
+    EXPECT_EQ(h.rfind("pid " + std::to_string(pid) + " ", 0), 0u) << h;
+  kill(pid, SIGKILL);
+  for (int i = 0; i < 500 && !memfdHolders(memfds).empty(); ++i) usleep(10000);
+  EXPECT_EQ(memfdHolders(memfds), std::vector<std::string>{});
+  munmap(keeper, sizeof(std::atomic<pid_t>));
+}
+
 void killedRankBecomesAnErrorOnTheOthers(const char* transport) {
-  std::vector<pid_t> pids;
+  std::set<std::string> memfds;
   nlcclConfig_t config = NLCCL_CONFIG_INITIALIZER;
   config.timeoutMs = 5000;
   config.transport = transport;
@@ -112,17 +136,23 @@ void killedRankBecomesAnErrorOnTheOthers(const char* transport) {
         buf.assign(16 << 20, 1.0f);
         nlcclResult_t res = nlcclAllReduce(buf.data(), buf.data(), buf.size(), nlcclFloat,
                                            nlcclSum, comm, nullptr);
-        if (res == nlcclSuccess) return false;
+        // The README's promise: a peer that dies is RemoteError (or Timeout), nothing else.
+        if (res != nlcclRemoteError && res != nlcclTimeout) {
+          fprintf(stderr, "rank %d: the all-reduce returned %s (%s), not RemoteError or Timeout\n",
+                  r, nlcclGetErrorString(res), nlcclGetLastError(comm));
+          return false;
+        }
         fprintf(stderr, "rank %d got the expected error: %s (%s)\n", r, nlcclGetErrorString(res),
                 nlcclGetLastError(comm));
         nlcclCommAbort(comm);
         _exit(0);
       },
-      30, &config, &pids);  // a survivor still waiting after 30 s is killed: status 99
+      30, &config, &memfds);  // a survivor still waiting after 30 s is killed: status 99
   EXPECT_EQ(status[0], 0);
   EXPECT_EQ(status[1], 100 + SIGKILL);
   EXPECT_EQ(status[2], 0);
-  EXPECT_TRUE(nlcclShmSegments(pids).empty()) << "shared memory segments left behind";
+  EXPECT_FALSE(memfds.empty()) << "the ranks mapped no nlccl shared memory: nothing was checked";
+  EXPECT_EQ(memfdHolders(memfds), std::vector<std::string>{}) << "shared memory left behind";
 }
 
 TEST(ProcessTest, KilledRankBecomesAnErrorOnTheOthers) { killedRankBecomesAnErrorOnTheOthers("shm"); }
