@@ -20,7 +20,7 @@ nlcclResult_t run(nlcclComm_t comm, const core::CollArgs& a, nlcclStream_t strea
                   const char* func, size_t factor, bool needsOp, bool needsRoot,
                   bool sendAtRootOnly, bool recvAtRootOnly) {
   core::Communicator* c = comm ? api::toComm(comm) : nullptr;
-  return guard(c, [&] {
+  return api::guardBlocking(c, [&] {
     nlcclDataType_t dt = static_cast<nlcclDataType_t>(a.dtype);
     API_CHECK(checkCommon(comm, a.count, factor, dt, func));
     if (needsOp) API_CHECK(api::checkRedOp(static_cast<nlcclRedOp_t>(a.op), func));
@@ -99,7 +99,7 @@ NLCCL_API nlcclResult_t nlcclAlltoAllv(const void* sendbuff, const size_t sendco
                                        nlcclStream_t stream) {
   core::Communicator* c = comm ? api::toComm(comm) : nullptr;
   const char* func = "nlcclAlltoAllv";
-  return guard(c, [&] {
+  return api::guardBlocking(c, [&] {
     API_CHECK(checkCommon(comm, 0, 1, datatype, func));
     const std::pair<const size_t*, const char*> arrays[] = {
         {sendcounts, "sendcounts"}, {sdispls, "sdispls"}, {recvcounts, "recvcounts"},
