@@ -1,11 +1,17 @@
 // Ranks as processes over shared memory: every collective at 2, 3 and 4 processes with checked
 // results, communicator split, and a rank killed mid-collective; afterwards no process may still
 // map or hold the job's shared memory (memfds.hpp), a check whose negative control is here too.
+#include <dirent.h>
 #include <gtest/gtest.h>
 #include <sys/mman.h>
+#include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
+#include <cstdio>
 #include <cstring>
+#include <fstream>
+#include <iterator>
 #include <set>
 #include <string>
 
@@ -109,6 +115,51 @@ TEST(ProcessTest, LeftoverCheckFindsMemoryThatOutlivesTheJob) {
   for (int i = 0; i < 500 && !memfdHolders(memfds).empty(); ++i) usleep(10000);
   EXPECT_EQ(memfdHolders(memfds), std::vector<std::string>{});
   munmap(keeper, sizeof(std::atomic<pid_t>));
+}
+
+// NLCCL_DEBUG_FILE with %h, %p and %r: each rank process writes its own log file, named after
+// its host, pid and rank, and its lines go there.
+TEST(ProcessTest, DebugFileNamesHostPidAndRank) {
+  char tmpl[] = "/tmp/nlccl-debug-file-XXXXXX";
+  ASSERT_NE(mkdtemp(tmpl), nullptr);
+  const std::string dir = tmpl;
+  setenv("NLCCL_DEBUG", "INFO", 1);
+  setenv("NLCCL_DEBUG_FILE", (dir + "/nlccl.%h.%p.%r.log").c_str(), 1);
+  auto status = forkRanks(3, [&dir](int r, nlcclComm_t comm) {
+    float x = 1, y = 0;
+    if (nlcclAllReduce(&x, &y, 1, nlcclFloat, nlcclSum, comm, nullptr) != nlcclSuccess) return false;
+    char host[256] = {};
+    gethostname(host, sizeof host - 1);
+    const std::string path = dir + "/nlccl." + host + "." + std::to_string(getpid()) + "." +
+                             std::to_string(r) + ".log";
+    std::ifstream in(path);
+    std::string all((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    // Lines are "host:pid:tid [rank] NLCCL INFO ...".
+    const std::string prefix = std::string(host) + ":" + std::to_string(getpid()) + ":";
+    if (all.find(prefix) == std::string::npos || all.find("NLCCL INFO") == std::string::npos) {
+      fprintf(stderr, "rank %d: %s has no INFO lines of this process (%zu bytes)\n", r,
+              path.c_str(), all.size());
+      return false;
+    }
+    return true;
+  });
+  unsetenv("NLCCL_DEBUG");
+  unsetenv("NLCCL_DEBUG_FILE");
+  EXPECT_EQ(status, (std::vector<int>{0, 0, 0}));
+  // Exactly one file per rank: nothing went to a file of an unknown rank (%r as -1).
+  std::vector<std::string> files;
+  if (DIR* d = opendir(dir.c_str())) {
+    while (dirent* e = readdir(d))
+      if (e->d_name[0] != '.') files.push_back(e->d_name);
+    closedir(d);
+  }
+  std::sort(files.begin(), files.end());
+  EXPECT_EQ(files.size(), 3u);
+  for (const std::string& f : files) {
+    EXPECT_EQ(f.find(".-1.log"), std::string::npos) << f << ": a file for rank -1";
+    std::remove((dir + "/" + f).c_str());
+  }
+  rmdir(dir.c_str());
 }
 
 void killedRankBecomesAnErrorOnTheOthers(const char* transport) {
