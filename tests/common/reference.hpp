@@ -82,11 +82,19 @@ inline double roundTo(DataType t, double x) {
   return r;
 }
 
+/// splitmix64's finalizer: well-mixed bits of (element, rank), so that mantissas, exponents and
+/// signs of the two ranks are independent (ties rounding up and down both occur).
+inline uint64_t mix(size_t i, int rank) {
+  uint64_t x = (static_cast<uint64_t>(i) << 8) + static_cast<uint64_t>(rank) + 0x9E3779B97F4A7C15ull;
+  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+  return x ^ (x >> 31);
+}
+
 /// For p == 2: a low-precision value with a full mantissa (1.m x 2^e, e in -2..3; products -1..1).
 inline double roundingValue(DataType t, RedOp op, int rank, size_t i) {
   const int man = smallFormat(t).man;
-  uint64_t h = (i + 1) * 0x9E3779B97F4A7C15ull ^ (static_cast<uint64_t>(rank) + 7) * 0xBF58476D1CE4E5B9ull;
-  h ^= h >> 29;
+  const uint64_t h = mix(i, rank);
   const double m = 1.0 + static_cast<double>(h % (1u << man)) / (1u << man);
   const int e = op == RedOp::Prod ? static_cast<int>((h >> 16) % 3) - 1
                                   : static_cast<int>((h >> 16) % 6) - 2;
@@ -116,8 +124,7 @@ inline double inputValue(DataType t, RedOp op, int rank, size_t i, int nranks) {
   }
   if (op == RedOp::Max || op == RedOp::Min) {
     // 1..7, never 0: the minimum of unsigned values would otherwise be 0 from 8 ranks on.
-    uint64_t h = (i + 1) * 0x9E3779B97F4A7C15ull + static_cast<uint64_t>(rank) * 0xD1B54A32D192ED03ull;
-    double v = static_cast<double>(1 + (h >> 32) % 7);
+    double v = static_cast<double>(1 + mix(i, rank) % 7);
     return (isSigned && (i + rank) % 3 == 0) ? -v : v;
   }
   // Magnitudes up to vmax with at most exactMax / vmax contributors: partial sums stay exact.

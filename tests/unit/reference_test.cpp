@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cfloat>
+#include <cmath>
 #include <functional>
 #include <string>
 #include <vector>
@@ -97,18 +98,27 @@ TEST(Reference, EveryReductionOrderGivesTheReference) {
       }
 }
 
-// At 2 ranks the low-precision inputs need rounding: a result rounded the other way (toward
-// zero, as a truncating kernel would) is caught.
+// At 2 ranks the low-precision inputs need rounding, ties included, and ties go both ways
+// (to the even neighbour above and below): a kernel that truncates, or rounds ties the wrong way,
+// gives another result for many elements.
 TEST(Reference, TwoRanksExerciseRounding) {
   for (DataType t : {DataType::Float16, DataType::Bfloat16, DataType::Float8e4m3,
                      DataType::Float8e5m2}) {
     SCOPED_TRACE(dataTypeName(t));
-    size_t inexact = 0;
+    const int man = smallFormat(t).man;
+    size_t inexact = 0, tiesUp = 0, tiesDown = 0;
     for (size_t i = 0; i < kCount; ++i) {
       const double exact = inputValue(t, RedOp::Sum, 0, i, 2) + inputValue(t, RedOp::Sum, 1, i, 2);
-      inexact += reduceRef(t, RedOp::Sum, 2, i) != exact;
+      const double got = reduceRef(t, RedOp::Sum, 2, i);
+      inexact += got != exact;
+      if (exact == 0) continue;
+      const double ulp = std::ldexp(1.0, std::ilogb(exact) - man);
+      const double q = std::fabs(exact) / ulp;
+      if (q - std::floor(q) == 0.5) (std::fabs(got) > std::fabs(exact) ? tiesUp : tiesDown) += 1;
     }
     EXPECT_GE(inexact, kCount / 4);
+    EXPECT_GE(tiesUp, kCount / 20);
+    EXPECT_GE(tiesDown, kCount / 20);
   }
 }
 
