@@ -3,10 +3,23 @@
 #include <algorithm>
 #include <cstring>
 #include <numeric>
+#include <thread>
 
+#include "bootstrap/root.hpp"
 #include "util/log.hpp"
 
 namespace nlccl::bootstrap {
+
+struct Bootstrap::RootKeeper {
+  UniqueId id;
+  int64_t timeoutMs = 0;
+  ~RootKeeper() {
+    RootStats st;
+    const auto deadline = Link::Clock::now() + std::chrono::milliseconds(timeoutMs);
+    while (rootStats(id, &st) && st.running && Link::Clock::now() < deadline)
+      std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+};
 
 namespace {
 
@@ -42,6 +55,9 @@ Status Bootstrap::init(const UniqueId& id, int rank, int nranks, std::chrono::mi
   b->rank_ = rank;
   b->nranks_ = nranks;
   b->timeoutMs_ = timeoutMs;
+  b->keeper_ = std::make_shared<RootKeeper>();
+  b->keeper_->id = id;
+  b->keeper_->timeoutMs = timeoutMs;
   std::string host = hostIdentity();
   NLCHECK(Link::connect(ep, rank, nranks,
                         {reinterpret_cast<const uint8_t*>(host.data()), host.size()}, deadline,
@@ -61,7 +77,9 @@ Status Bootstrap::init(const UniqueId& id, int rank, int nranks, std::chrono::mi
   return Status::Success;
 }
 
-Bootstrap::~Bootstrap() = default;  // the last owner of link_ says goodbye and joins its thread
+// The last owner of link_ says goodbye and joins its thread; then the last owner of keeper_ waits
+// for a root of this process to see every rank leave.
+Bootstrap::~Bootstrap() = default;
 
 Status Bootstrap::round(wire::Op op, int root, uint64_t bytes, const void* data, size_t dataBytes,
                         const std::string& what, std::vector<Link::Bytes>* pieces) {
@@ -164,6 +182,7 @@ Status Bootstrap::split(int color, int key, std::unique_ptr<Bootstrap>* out) {
 
   std::unique_ptr<Bootstrap> child(new Bootstrap);
   child->link_ = link_;
+  child->keeper_ = keeper_;
   child->group_ = gid;
   child->timeoutMs_ = timeoutMs_;
   child->nranks_ = static_cast<int>(members.size());

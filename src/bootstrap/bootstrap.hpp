@@ -87,6 +87,12 @@ class Bootstrap {
   Status round(wire::Op op, int root, uint64_t bytes, const void* data, size_t dataBytes,
                const std::string& what, std::vector<Link::Bytes>* pieces);
 
+  /// Keeps a root that this process hosts alive for the others: the last bootstrap of the group
+  /// in this process waits (up to the timeout), after saying goodbye, until every rank has left
+  /// the root, so a rank 0 that finishes first does not pull the root from under the others.
+  /// Declared before link_: destroyed after it, once the goodbye is sent.
+  struct RootKeeper;
+  std::shared_ptr<RootKeeper> keeper_;
   std::shared_ptr<Link> link_;
   uint32_t group_ = 0;
   uint32_t seq_ = 0;
