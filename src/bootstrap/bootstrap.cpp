@@ -81,7 +81,7 @@ Status Bootstrap::round(wire::Op op, int root, uint64_t bytes, const void* data,
   NLCHECK(link_->send(wire::encodeGather(group_, seq, g)));
   auto deadline = Link::Clock::now() + std::chrono::milliseconds(timeoutMs_);
   return link_->awaitRound(group_, seq, nranks_, deadline, timeoutMs_,
-                           what + " (round " + std::to_string(seq) + ")", pieces);
+                           what + " (round " + std::to_string(seq) + ")", pieces, &worldRanks_);
 }
 
 Status Bootstrap::allGather(const void* mine, size_t bytes, void* all) {
@@ -176,12 +176,47 @@ Status Bootstrap::split(int color, int key, std::unique_ptr<Bootstrap>* out) {
   return Status::Success;
 }
 
+Status Bootstrap::shrink(const std::vector<int>& excluded, std::unique_ptr<Bootstrap>* out) {
+  if (out == nullptr) {
+    WARN("bootstrap: shrink: null output pointer");
+    return Status::InvalidArgument;
+  }
+  if (aborted_) {
+    WARN("bootstrap: shrink after abort()");
+    return Status::InvalidUsage;
+  }
+  std::vector<bool> gone(static_cast<size_t>(nranks_), false);
+  for (int r : excluded) gone[static_cast<size_t>(r)] = true;
+  // Every survivor derives the same group id from the parent's and the excluded set, without an
+  // exchange (the excluded ranks may be dead); the tag keeps shrinks' ids apart from splits'.
+  uint64_t h = splitmix64((uint64_t{group_} << 32) | 0x5348524bu /* "SHRK" */);
+  h = splitmix64(h ^ shrinks_++);
+  std::unique_ptr<Bootstrap> child(new Bootstrap);
+  child->link_ = link_;
+  child->timeoutMs_ = timeoutMs_;
+  for (int r = 0; r < nranks_; ++r) {
+    if (gone[static_cast<size_t>(r)]) {
+      h = splitmix64(h ^ static_cast<uint64_t>(r));
+      continue;
+    }
+    if (r == rank_) child->rank_ = static_cast<int>(child->worldRanks_.size());
+    child->worldRanks_.push_back(worldRanks_[r]);
+    child->hosts_.push_back(hosts_[r]);
+  }
+  child->nranks_ = static_cast<int>(child->worldRanks_.size());
+  uint32_t gid = static_cast<uint32_t>(h);
+  if (gid == wire::kWorldGroup) gid ^= 0x40000000u;
+  child->group_ = gid;
+  *out = std::move(child);
+  return Status::Success;
+}
+
 Status Bootstrap::health() const {
   if (aborted_) {
     log::setLastError("bootstrap: aborted");
     return Status::InvalidUsage;
   }
-  return link_->health();
+  return link_->health(&worldRanks_);
 }
 
 void Bootstrap::abort() {
