@@ -75,6 +75,16 @@ std::vector<ParamInfo> allParams() {
   return out;
 }
 
+bool paramText(const std::string& env, std::string* out) {
+  for (const ParamInfo& p : allParams()) {
+    if (env != p.env) continue;
+    const char* v = getenv(p.env);
+    *out = (v != nullptr && *v != '\0') ? std::string(v) : p.defaultValue;
+    return true;
+  }
+  return false;
+}
+
 void resetParams() { log::reset(); }
 
 }  // namespace nlccl
