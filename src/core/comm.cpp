@@ -4,6 +4,7 @@
 #include "algorithms/algorithms.hpp"
 #include "algorithms/selection.hpp"
 #include "util/params.hpp"
+#include "util/trace.hpp"
 #include "util/log.hpp"
 
 namespace nlccl::core {
@@ -29,7 +30,10 @@ Communicator::Communicator(int rank, int nranks, std::unique_ptr<transport::Tran
       sendCount_(nranks, 0),
       recvCount_(nranks, 0) {}
 
-Communicator::~Communicator() { magic_ = 0; }
+Communicator::~Communicator() {
+  magic_ = 0;
+  if (trace::enabled()) trace::flush();  // processes that end with _exit keep their traces
+}
 
 Status Communicator::setAlgorithms(const std::string& spec) {
   algo::Selection chosen;

@@ -5,6 +5,7 @@
 
 #include "util/log.hpp"
 #include "util/size_parse.hpp"
+#include "util/trace.hpp"
 
 namespace nlccl {
 
@@ -85,6 +86,9 @@ bool paramText(const std::string& env, std::string* out) {
   return false;
 }
 
-void resetParams() { log::reset(); }
+void resetParams() {
+  log::reset();
+  trace::reset();
+}
 
 }  // namespace nlccl

@@ -42,7 +42,7 @@ std::vector<ParamInfo> allParams();
 /// The text of a declared parameter `env` ("NLCCL_..."): its value when set (non-empty), else
 /// its default. False when no parameter has that name.
 bool paramText(const std::string& env, std::string* out);
-/// Makes logging reread NLCCL_DEBUG* (tests that setenv them).
+/// Makes logging and tracing reread NLCCL_DEBUG* and NLCCL_TRACE_FILE (tests that setenv them).
 void resetParams();
 
 }  // namespace nlccl
