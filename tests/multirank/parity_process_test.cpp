@@ -24,6 +24,30 @@ TEST_P(ParityProcesses, EveryAddition) {
   EXPECT_TRUE(nlcclShmSegments(pids).empty()) << "shared memory segments left behind";
 }
 
+// Shrink of a healthy communicator: the last rank leaves (it does not call shrink), the others
+// go on without it; at one rank, a shrink that excludes nobody.
+TEST_P(ParityProcesses, ShrinkWithoutTheLastRank) {
+  const int p = GetParam();
+  std::vector<pid_t> pids;
+  auto status = forkRanks(p, [p](int r, nlcclComm_t comm) {
+    std::vector<int> excluded;
+    if (p > 1) excluded.push_back(p - 1);
+    if (p > 1 && r == p - 1) return true;  // leaves: destroying its communicator says goodbye
+    nlcclComm_t shrunk = nullptr;
+    if (nlcclCommShrink(comm, excluded.data(), static_cast<int>(excluded.size()), &shrunk,
+                        nullptr, NLCCL_SHRINK_DEFAULT) != nlcclSuccess) {
+      fprintf(stderr, "rank %d: shrink: %s\n", r, nlcclGetLastError(comm));
+      return false;
+    }
+    std::string err = checkShrunk(r, p, excluded, shrunk);
+    if (!err.empty()) fprintf(stderr, "rank %d: %s\n", r, err.c_str());
+    nlcclCommDestroy(shrunk);
+    return err.empty();
+  }, 90, nullptr, &pids);
+  for (int r = 0; r < p; ++r) EXPECT_EQ(status[r], 0) << "rank " << r;
+  EXPECT_TRUE(nlcclShmSegments(pids).empty()) << "shared memory segments left behind";
+}
+
 INSTANTIATE_TEST_SUITE_P(Shm, ParityProcesses, ::testing::Values(1, 2, 3, 4, 8));
 
 class ShrinkAfterKill : public ::testing::TestWithParam<int> {};
