@@ -261,9 +261,15 @@ Status inPlaceLayout(const Communicator& comm, const CollArgs& a, bool* inPlace)
   const char* recv = static_cast<const char*>(a.recv);
   size_t inBytes = plan::inputCount(req, comm.rank()) * es;
   size_t outBytes = plan::outputCount(req, comm.rank()) * es;
+  // Rooted layouts only matter at the root (elsewhere one of the buffers is not used).
+  const uintptr_t s = reinterpret_cast<uintptr_t>(send), v = reinterpret_cast<uintptr_t>(recv);
+  const uintptr_t rootOff = static_cast<uintptr_t>(a.root) * a.count * es;
+  const bool isRoot = comm.rank() == a.root;
   switch (a.collective) {
     case Collective::AllGather: *inPlace = send == recv + r * a.count * es; break;
     case Collective::ReduceScatter: *inPlace = recv == send + r * a.count * es; break;
+    case Collective::Gather: *inPlace = isRoot && send && recv && s == v + rootOff; break;
+    case Collective::Scatter: *inPlace = isRoot && send && recv && v == s + rootOff; break;
     default: *inPlace = send == recv && send != nullptr; break;
   }
   if (!*inPlace && rangesOverlap(send, inBytes, recv, outBytes)) {
@@ -271,6 +277,8 @@ Status inPlaceLayout(const Communicator& comm, const CollArgs& a, bool* inPlace)
          collectiveName(a.collective),
          a.collective == Collective::AllGather       ? "sendbuff == recvbuff + rank*sendcount"
          : a.collective == Collective::ReduceScatter ? "recvbuff == sendbuff + rank*recvcount"
+         : a.collective == Collective::Gather        ? "sendbuff == recvbuff + root*count"
+         : a.collective == Collective::Scatter       ? "recvbuff == sendbuff + root*count"
                                                      : "sendbuff == recvbuff");
     return Status::InvalidArgument;
   }
@@ -300,6 +308,8 @@ Status collective(Communicator* comm, const CollArgs& a, Stream* stream) {
        algo.c_str(), stream ? ", on a stream" : "");
   auto work = std::make_shared<Work>();
   work->addComm(comm);
+  if (a.prepareInput) work->localCopies.push_back(a.prepareInput);
+  if (a.keepAlive) work->scratch.push_back(a.keepAlive);
   engine::CollJob job;
   job.plan = plan;
   job.rank = comm->rank();
