@@ -6,6 +6,7 @@
 #include <deque>
 #include <map>
 #include <mutex>
+#include <set>
 #include <thread>
 
 #include "bootstrap/auth.hpp"
@@ -45,6 +46,11 @@ struct Link::Impl {
   std::atomic<uint32_t> failed{0};
   Status failStatus = Status::Success;
   std::string failText;
+  // What failed: the link itself (root lost, malformed message), or only some ranks, whose
+  // connections the root saw drop. Groups without those ranks (nlcclCommShrink's) go on.
+  bool broken = false;
+  std::set<int> down;                 ///< world ranks the root reported gone
+  std::map<int, std::string> downWhy;
   std::vector<Notifier*> wakers;
   FailureCallback callback;
 
@@ -62,11 +68,42 @@ struct Link::Impl {
 
   ~Impl() { auth::wipe(root.secret); }
 
-  void fail(Status s, const std::string& text) {
+  /// Records a peer the root reported gone, then fails as any failure does (first one only).
+  void peerDown(int rank, const std::string& text) {
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      if (closing) return;
+      down.insert(rank);
+      downWhy.emplace(rank, text);
+    }
+    cv.notify_all();
+    fail(Status::RemoteError, text, false);
+  }
+
+  /// The failure of a group of world ranks `members` (all ranks when null): the link's, or that
+  /// of a member the root reported gone. Success otherwise. Under mu.
+  bool groupFailed(const std::vector<int>* members, Status* s, std::string* text) const {
+    if (failed.load() == 0) return false;
+    if (broken || members == nullptr) {
+      *s = failStatus;
+      *text = failText;
+      return true;
+    }
+    for (int m : *members)
+      if (down.count(m)) {
+        *s = Status::RemoteError;
+        *text = downWhy.at(m);
+        return true;
+      }
+    return false;
+  }
+
+  void fail(Status s, const std::string& text, bool linkBroken = true) {
     std::vector<Notifier*> ws;
     FailureCallback cb;
     {
       std::lock_guard<std::mutex> lock(mu);
+      if (linkBroken && !closing) broken = true;
       if (failed.load() != 0 || closing) return;
       failStatus = s;
       failText = text;
@@ -251,9 +288,11 @@ struct Link::Impl {
         queries[key] = std::get<wire::QueryReply>(body);
         break;
       }
-      case wire::Type::PeerDown:
-        fail(Status::RemoteError, std::string(std::get<wire::PeerDown>(body).reason));
-        return true;  // keep reading: the root may still answer
+      case wire::Type::PeerDown: {
+        const auto& pd = std::get<wire::PeerDown>(body);
+        peerDown(pd.rank, std::string(pd.reason));
+        return true;  // keep reading: the root still serves groups without that rank
+      }
       default:
         protocolError("unexpected message type " + std::to_string(int(h.type)) + " from the root");
         return false;
@@ -383,7 +422,7 @@ Status Link::send(Bytes frame) {
   Impl* im = impl_.get();
   {
     std::lock_guard<std::mutex> lock(im->mu);
-    if (im->failed.load() != 0) {
+    if (im->failed.load() != 0 && im->broken) {
       log::setLastError(im->failText);
       return im->failStatus;
     }
@@ -396,7 +435,8 @@ Status Link::send(Bytes frame) {
 }
 
 Status Link::awaitRound(uint32_t group, uint32_t seq, int nranks, Clock::time_point deadline,
-                        int64_t timeoutMs, const std::string& what, std::vector<Bytes>* pieces) {
+                        int64_t timeoutMs, const std::string& what, std::vector<Bytes>* pieces,
+                        const std::vector<int>* members) {
   Impl* im = impl_.get();
   Key key{group, seq};
   // Ask the root who is missing a little before the deadline so the Timeout can name them.
@@ -419,9 +459,9 @@ Status Link::awaitRound(uint32_t group, uint32_t seq, int nranks, Clock::time_po
       *pieces = std::move(o.pieces);
       return Status::Success;
     }
-    if (im->failed.load() != 0) {
-      std::string text = im->failText;
-      Status s = im->failStatus;
+    Status s;
+    std::string text;
+    if (im->groupFailed(members, &s, &text)) {
       lock.unlock();
       WARN("bootstrap: %s: %s", what.c_str(), text.c_str());
       return s;
@@ -455,12 +495,15 @@ Status Link::awaitRound(uint32_t group, uint32_t seq, int nranks, Clock::time_po
   return Status::Timeout;
 }
 
-Status Link::health() const {
+Status Link::health(const std::vector<int>* members) const {
   Impl* im = impl_.get();
   if (im->failed.load(std::memory_order_acquire) == 0) return Status::Success;
   std::lock_guard<std::mutex> lock(im->mu);
-  log::setLastError(im->failText);
-  return im->failStatus;
+  Status s;
+  std::string text;
+  if (!im->groupFailed(members, &s, &text)) return Status::Success;
+  log::setLastError(text);
+  return s;
 }
 
 const std::atomic<uint32_t>* Link::failureWord() const { return &impl_->failed; }

@@ -91,18 +91,21 @@ Status allToAllvPlanned(Communicator* comm, const CollArgs& a, Stream* stream,
   NLCHECK(hierShape(*comm, &shape));  // may reject NLCCL_HIER_*: before any state changes
   auto work = std::make_shared<Work>();
   work->addComm(comm);
-  // Counts gathered as uint64 rows: matrix[i*p + j] = elements rank i sends rank j.
+  // Counts gathered as uint64 rows of 2p: rank i's sendcounts, then its recvcounts. Every rank
+  // then sees the whole matrix and what each rank expects, so a mismatch is found (and
+  // reported) alike on every rank instead of only on the rank that expects other counts.
   auto row = std::make_shared<std::vector<uint64_t>>(a.sendcounts, a.sendcounts + p);
-  auto matrix = std::make_shared<std::vector<uint64_t>>(static_cast<size_t>(p) * p);
+  row->insert(row->end(), a.recvcounts, a.recvcounts + p);
+  auto rows = std::make_shared<std::vector<uint64_t>>(static_cast<size_t>(p) * 2 * p);
   plan::Request countsReq;
   countsReq.collective = Collective::AllGather;
   countsReq.nranks = p;
-  countsReq.count = static_cast<size_t>(p);
+  countsReq.count = static_cast<size_t>(2 * p);
   engine::CollJob pre;
   NLCHECK(comm->getPlan(countsReq, "ring", &pre.plan));
   pre.rank = me;
   pre.input = row->data();
-  pre.output = matrix->data();
+  pre.output = rows->data();
   pre.dtype = DataType::Uint64;
   pre.transport = comm->transport();
   pre.seq = comm->nextCollSeq();
@@ -119,12 +122,19 @@ Status allToAllvPlanned(Communicator* comm, const CollArgs& a, Stream* stream,
     req.nranks = p;
     req.groups = shape.groups;
     req.levelAlgorithms = shape.levelAlgorithms;
-    req.matrix.assign(matrix->begin(), matrix->end());
-    for (int j = 0; j < p; ++j)
-      if (req.matrix[static_cast<size_t>(j) * p + me] != rc[j]) {
-        WARN("nlcclAlltoAllv: rank %d expects %zu elements from rank %d, which sends %zu", me,
-             rc[j], j, static_cast<size_t>(req.matrix[static_cast<size_t>(j) * p + me]));
-        return Status::InvalidArgument;
+    const size_t up = static_cast<size_t>(p);
+    req.matrix.resize(up * up);
+    for (size_t i = 0; i < up; ++i)
+      for (size_t j = 0; j < up; ++j) {
+        const uint64_t sent = (*rows)[i * 2 * up + j], expected = (*rows)[j * 2 * up + up + i];
+        if (sent != expected) {
+          WARN("nlcclAlltoAllv: rank %zu sends rank %zu %llu elements but rank %zu expects %llu "
+               "from it (seen from rank %d)",
+               i, j, static_cast<unsigned long long>(sent), j,
+               static_cast<unsigned long long>(expected), me);
+          return Status::InvalidUsage;
+        }
+        req.matrix[i * up + j] = sent;
       }
     std::shared_ptr<const plan::CompiledPlan> plan;
     NLCHECK(comm->getPlan(req, algo, &plan));
@@ -234,7 +244,6 @@ Status allToAllv(Communicator* comm, const CollArgs& a, Stream* stream) {
   });
   work->p2ps.push_back(std::move(job));
   if (comm->config().check) work->checks.push_back(allToAllvCheck(comm, seq, a, algo));
-  if (comm->config().check) work->checks.push_back(allToAllvCheck(comm, seq, a, algo));
   return submit(std::move(work), stream);
 }
 
@@ -252,9 +261,15 @@ Status inPlaceLayout(const Communicator& comm, const CollArgs& a, bool* inPlace)
   const char* recv = static_cast<const char*>(a.recv);
   size_t inBytes = plan::inputCount(req, comm.rank()) * es;
   size_t outBytes = plan::outputCount(req, comm.rank()) * es;
+  // Rooted layouts only matter at the root (elsewhere one of the buffers is not used).
+  const uintptr_t s = reinterpret_cast<uintptr_t>(send), v = reinterpret_cast<uintptr_t>(recv);
+  const uintptr_t rootOff = static_cast<uintptr_t>(a.root) * a.count * es;
+  const bool isRoot = comm.rank() == a.root;
   switch (a.collective) {
     case Collective::AllGather: *inPlace = send == recv + r * a.count * es; break;
     case Collective::ReduceScatter: *inPlace = recv == send + r * a.count * es; break;
+    case Collective::Gather: *inPlace = isRoot && send && recv && s == v + rootOff; break;
+    case Collective::Scatter: *inPlace = isRoot && send && recv && v == s + rootOff; break;
     default: *inPlace = send == recv && send != nullptr; break;
   }
   if (!*inPlace && rangesOverlap(send, inBytes, recv, outBytes)) {
@@ -262,6 +277,8 @@ Status inPlaceLayout(const Communicator& comm, const CollArgs& a, bool* inPlace)
          collectiveName(a.collective),
          a.collective == Collective::AllGather       ? "sendbuff == recvbuff + rank*sendcount"
          : a.collective == Collective::ReduceScatter ? "recvbuff == sendbuff + rank*recvcount"
+         : a.collective == Collective::Gather        ? "sendbuff == recvbuff + root*count"
+         : a.collective == Collective::Scatter       ? "recvbuff == sendbuff + root*count"
                                                      : "sendbuff == recvbuff");
     return Status::InvalidArgument;
   }
@@ -291,6 +308,8 @@ Status collective(Communicator* comm, const CollArgs& a, Stream* stream) {
        algo.c_str(), stream ? ", on a stream" : "");
   auto work = std::make_shared<Work>();
   work->addComm(comm);
+  if (a.prepareInput) work->localCopies.push_back(a.prepareInput);
+  if (a.keepAlive) work->scratch.push_back(a.keepAlive);
   engine::CollJob job;
   job.plan = plan;
   job.rank = comm->rank();

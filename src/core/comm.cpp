@@ -4,6 +4,7 @@
 #include "algorithms/algorithms.hpp"
 #include "algorithms/selection.hpp"
 #include "util/params.hpp"
+#include "util/trace.hpp"
 #include "util/log.hpp"
 
 namespace nlccl::core {
@@ -32,6 +33,7 @@ Communicator::Communicator(int rank, int nranks, std::unique_ptr<transport::Tran
 Communicator::~Communicator() {
   magic_ = 0;
   alive_->store(false);
+  if (trace::enabled()) trace::flush();  // processes that end with _exit keep their traces
 }
 
 Status Communicator::setAlgorithms(const std::string& spec) {

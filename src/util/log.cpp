@@ -56,8 +56,10 @@ uint32_t parseSubsys(const char* s) {
   return invert ? ~mask : mask;
 }
 
-/// The rank %r stands for in the calling thread.
+/// The rank %r of NLCCL_DEBUG_FILE stands for in the calling thread.
 int pathRank() { return tRank >= 0 ? tRank : gProcessRank.load(); }
+
+}  // namespace
 
 std::string expandPath(const char* pattern, int rank) {
   std::string out;
@@ -76,6 +78,8 @@ std::string expandPath(const char* pattern, int rank) {
   }
   return out;
 }
+
+namespace {
 
 int loadLevel() {
   int lvl = gLevel.load(std::memory_order_acquire);

@@ -43,6 +43,10 @@ void setLastError(const std::string& msg);
 /// thread's, else the first one set in the process; a file opened before it was known is renamed).
 void setThreadRank(int rank);
 
+/// `pattern` with %h (host name), %p (pid) and %r (`rank`) filled in (NLCCL_DEBUG_FILE and
+/// NLCCL_TRACE_FILE).
+std::string expandPath(const char* pattern, int rank);
+
 /// Rereads the environment (tests use it after setenv).
 void reset();
 

@@ -22,6 +22,8 @@ CollBuffers::CollBuffers(const CollCase& c, int rank, int nranks)
     case Collective::AllGather: inCount = n; outCount = n * p; break;
     case Collective::ReduceScatter: inCount = n * p; outCount = n; break;
     case Collective::AllToAll: inCount = outCount = n * p; break;
+    case Collective::Gather: inCount = n; outCount = n * p; break;
+    case Collective::Scatter: inCount = n * p; outCount = n; break;
     case Collective::AllToAllv:
       for (int j = 0; j < nranks; ++j) {
         sdispls_.push_back(inCount);
@@ -47,6 +49,11 @@ CollBuffers::CollBuffers(const CollCase& c, int rank, int nranks)
         sendPtr_ = recv_.data();
         recvPtr_ = recv_.data() + rank * n * es_;
         break;
+      case Collective::Gather: sendPtr_ = recv_.data() + c.root * n * es_; break;
+      case Collective::Scatter:
+        sendPtr_ = recv_.data();
+        recvPtr_ = recv_.data() + c.root * n * es_;
+        break;
       default: sendPtr_ = recv_.data(); break;
     }
   } else {
@@ -58,7 +65,8 @@ CollBuffers::CollBuffers(const CollCase& c, int rank, int nranks)
   if (c.collective == Collective::AllToAllv) {
     for (int j = 0; j < nranks; ++j)
       fill(c.dtype, c.op, rank, nranks, sendPtr_, sdispls_[j], sendcounts_[j], 1000 * j);
-  } else if (c.collective != Collective::Broadcast || rank == c.root) {
+  } else if ((c.collective != Collective::Broadcast && c.collective != Collective::Scatter) ||
+             rank == c.root) {
     fill(c.dtype, c.op, rank, nranks, sendPtr_, 0, inCount, 0);
   }
 }
@@ -76,6 +84,10 @@ nlcclResult_t CollBuffers::issue(nlcclComm_t comm, nlcclStream_t stream) {
     case Collective::Reduce:
       return nlcclReduce(sendPtr_, recvPtr_, c_.count, dt, op, c_.root, comm, stream);
     case Collective::AllToAll: return nlcclAlltoAll(sendPtr_, recvPtr_, c_.count, dt, comm, stream);
+    case Collective::Gather:
+      return nlcclGather(sendPtr_, recvPtr_, c_.count, dt, c_.root, comm, stream);
+    case Collective::Scatter:
+      return nlcclScatter(sendPtr_, recvPtr_, c_.count, dt, c_.root, comm, stream);
     case Collective::AllToAllv:
       return nlcclAlltoAllv(sendPtr_, sendcounts_.data(), sdispls_.data(), recvPtr_,
                             recvcounts_.data(), rdispls_.data(), dt, comm, stream);
@@ -109,6 +121,11 @@ std::string CollBuffers::check() const {
     case Collective::AllToAll:
       for (int r = 0; r < p; ++r) expectBlock(r, static_cast<size_t>(rank_) * n, n);
       break;
+    case Collective::Gather:
+      if (rank_ != c_.root) return "";
+      for (int r = 0; r < p; ++r) expectBlock(r, 0, n);
+      break;
+    case Collective::Scatter: expectBlock(c_.root, static_cast<size_t>(rank_) * n, n); break;
     case Collective::AllToAllv:
       for (int j = 0; j < p; ++j) expectBlock(j, 1000 * static_cast<size_t>(rank_), recvcounts_[j]);
       break;

@@ -91,22 +91,24 @@ if compare and not any(l.startswith("# Avg ratio to MPI") for l in text):
 ranks = [l for l in text if l.startswith("#  Rank ")]
 if len(ranks) != nranks:
     fail.append("%d rank lines, want %d" % (len(ranks), nranks))
-doc = json.load(open(jpath))
+doc = json.load(open(jpath))  # nccl-tests' JSON (version 2), one record per row
 res = doc["results"]
-if len(res) != 2 * len(rows):
+if doc.get("version") != 2 or "config" not in doc:
+    fail.append("json is not nccl-tests' version 2 document")
+if len(res) != len(rows):
     fail.append("json has %d records for %d rows" % (len(res), len(rows)))
 for rec in res:
-    if rec["wrong"] != 0 or rec["ranks"] != nranks or rec["collective"] != coll:
+    ext = rec.get("nlccl", {})
+    if (rec["out_of_place"]["nwrong"] != 0 or rec["in_place"]["nwrong"] != 0 or
+            ext.get("ranks") != nranks or ext.get("collective") != coll):
         fail.append("json record: %r" % rec)
         break
     if compare:
-        mt, ratio = rec.get("mpi_time_us", "absent"), rec.get("mpi_ratio", "absent")
-        if rec["in_place"] and (mt is not None or ratio is not None):
-            fail.append("json in-place record has MPI fields: %r" % rec)
-            break
-        if not rec["in_place"] and not (isinstance(mt, float) and mt > 0 and isinstance(
-                ratio, float) and math.isclose(ratio, rec["time_us"] / mt, rel_tol=1e-6)):
-            fail.append("json out-of-place record without MPI time and ratio: %r" % rec)
+        m = ext.get("mpi", {})
+        mt, ratio = m.get("time"), m.get("ratio")
+        if not (isinstance(mt, float) and mt > 0 and isinstance(ratio, float) and
+                math.isclose(ratio, rec["out_of_place"]["time"] / mt, rel_tol=1e-6)):
+            fail.append("json record without MPI time and ratio: %r" % rec)
             break
 if fail:
     print("FAIL:\n  " + "\n  ".join(fail))

@@ -35,7 +35,7 @@ TEST_P(ProcessCollectivesTest, EveryCollective) {
     bool ok = true;
     for (Collective c : {Collective::AllReduce, Collective::AllGather, Collective::ReduceScatter,
                          Collective::Broadcast, Collective::Reduce, Collective::AllToAll,
-                         Collective::AllToAllv}) {
+                         Collective::AllToAllv, Collective::Gather, Collective::Scatter}) {
       for (int ti = 0; ti < kNumDataTypes; ++ti) {
         const DataType t = static_cast<DataType>(ti);
         for (int o = 0; o < (reduces(c) ? kNumRedOps : 1); ++o) {
