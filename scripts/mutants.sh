@@ -38,8 +38,8 @@ mutant() {
 # ---- the mutants: one per layer, and the ones issue 19 named ----
 
 mutant api-broadcast-root-only-swapped "argument check (src/api)" src/api/collectives.cpp \
-  'stream, "nlcclBroadcast", 1, false, true, true, false);' \
-  'stream, "nlcclBroadcast", 1, false, true, false, true);' \
+  'stream, "nlcclBroadcast", 1, false, true, Where::RootOnly, Where::All);' \
+  'stream, "nlcclBroadcast", 1, false, true, Where::All, Where::RootOnly);' \
   api_contract_test '^(EveryEntryPoint/)?Contract\.'
 
 mutant kernel-e4m3-sum-is-zero "kernel (src/kernels)" src/kernels/reduce.cpp \
