@@ -1,0 +1,425 @@
+// OfiTransport construction and teardown: options from the environment, the provider choice,
+// fabric / domain / address vector / completion queue / endpoint, the name exchange, peers set up
+// on first use, and closing it all.
+#include <poll.h>
+#include <rdma/fabric.h>
+#include <rdma/fi_cm.h>
+#include <rdma/fi_domain.h>
+#include <rdma/fi_endpoint.h>
+#include <rdma/fi_eq.h>
+#include <rdma/fi_errno.h>
+#include <rdma/fi_tagged.h>
+#include <sched.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+
+#include "transports/ofi/ofi.hpp"
+#include "transports/ofi/ofi_fabric.hpp"
+#include "util/log.hpp"
+#include "util/size_parse.hpp"
+
+namespace nlccl::transport {
+
+using ofi::Fabric;
+
+namespace {
+
+constexpr uint64_t kBlobMagic = 0x31626f6c62696f6eull;
+constexpr size_t kDefaultEagerBytes = 64 * 1024;
+constexpr int kDefaultCredits = 16;
+constexpr size_t kDefaultMrCache = 64;
+constexpr size_t kMaxFragBytes = 8u << 20;      // one rendezvous fragment, at most
+constexpr size_t kMaxBounceBytes = 256u << 10;  // one bounce chunk (reduce on arrival)
+constexpr int kExtraCtrlBuffers = 4;            // two Credit messages, a Ping and a Pong
+
+/// What each rank publishes through the setup all-gather.
+struct SetupBlob {
+  uint64_t magic;
+  int32_t rank;
+  int32_t status;  // 0, or the Status with which this rank's setup failed
+  uint32_t nameLen;
+  uint32_t pad;
+  char provider[48];
+  uint8_t name[184];
+};
+static_assert(sizeof(SetupBlob) == 256);
+
+size_t sizeFromEnv(const char* var, size_t def, size_t min) {
+  const char* e = getenv(var);
+  if (!e) return def;
+  uint64_t v = 0;
+  if (!util::parseSize(e, &v) || v < min) {
+    WARN("ofi: ignoring %s=%s (expected bytes >= %zu, e.g. 64K)", var, e, min);
+    return def;
+  }
+  return static_cast<size_t>(v);
+}
+
+std::string describe(const OfiTransport::Options& o) {
+  if (!o.provider.empty()) return "'" + o.provider + "' (NLCCL_OFI_PROVIDER)";
+  if (!o.fiProvider.empty()) return "'" + o.fiProvider + "' (FI_PROVIDER)";
+  return "efa or tcp;ofi_rxm (the default)";
+}
+
+fi_info* makeHints(const char* provName) {
+  fi_info* hints = fi_allocinfo();
+  if (!hints) return nullptr;
+  hints->caps = FI_TAGGED | FI_MSG;
+  hints->mode = FI_CONTEXT | FI_CONTEXT2;
+  hints->ep_attr->type = FI_EP_RDM;
+  // Every registration mode the transport can honour; the provider keeps the ones it needs.
+  hints->domain_attr->mr_mode =
+      FI_MR_LOCAL | FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY | FI_MR_ENDPOINT;
+  hints->domain_attr->threading = FI_THREAD_DOMAIN;  // every call is made under the mutex
+  hints->tx_attr->msg_order = FI_ORDER_NONE;        // the transport sequences its messages
+  if (provName) hints->fabric_attr->prov_name = strdup(provName);
+  return hints;
+}
+
+}  // namespace
+
+// The one place that reads the transport's environment variables.
+static OfiTransport::Options optionsFromEnv() {
+  OfiTransport::Options o;
+  if (const char* e = getenv("NLCCL_OFI_PROVIDER"); e && *e) o.provider = e;
+  if (const char* e = getenv("FI_PROVIDER"); e && *e) o.fiProvider = e;
+  o.eagerBytes = sizeFromEnv("NLCCL_OFI_EAGER_BYTES", kDefaultEagerBytes, 0);
+  o.maxMsgBytes = sizeFromEnv("NLCCL_OFI_MAX_MSG_BYTES", 0, 4096);
+  o.mrCacheEntries = sizeFromEnv("NLCCL_OFI_MR_CACHE", kDefaultMrCache, 0);
+  o.credits = kDefaultCredits;
+  if (const char* e = getenv("NLCCL_OFI_CREDITS")) {
+    char* end = nullptr;
+    long v = strtol(e, &end, 10);
+    if (end == e || *end != '\0' || v < 2 || v > 1024)
+      WARN("ofi: ignoring NLCCL_OFI_CREDITS=%s (need 2..1024)", e);
+    else
+      o.credits = static_cast<int>(v);
+  }
+  return o;
+}
+
+// The provider: NLCCL_OFI_PROVIDER names it; else FI_PROVIDER (which libfabric applies itself)
+// picks among what is there; else efa when present, else tcp over rxm.
+static Status getInfo(const OfiTransport::Options& o, int rank, fi_info** out) {
+  std::vector<const char*> tries;
+  if (!o.provider.empty()) tries = {o.provider.c_str()};
+  else if (!o.fiProvider.empty()) tries = {nullptr};
+  else tries = {"efa", "tcp;ofi_rxm"};
+  int rc = -FI_ENODATA;
+  for (const char* name : tries) {
+    fi_info* hints = makeHints(name);
+    if (!hints) return Status::SystemError;
+    rc = fi_getinfo(FI_VERSION(FI_MAJOR_VERSION, FI_MINOR_VERSION), nullptr, nullptr, 0, hints, out);
+    fi_freeinfo(hints);
+    if (rc == 0) return Status::Success;
+    *out = nullptr;
+  }
+  WARN("ofi: rank %d: libfabric provider %s is not available or offers no FI_EP_RDM endpoint with "
+       "FI_TAGGED (fi_getinfo: %s)",
+       rank, describe(o).c_str(), fi_strerror(-rc));
+  return Status::InvalidUsage;
+}
+
+bool ofi::TagLayout::init(int tagBits, int nranks) {
+  rankBits = 1;
+  while ((1 << rankBits) < nranks) ++rankBits;
+  idBits = tagBits - 2 - rankBits;
+  return idBits >= 24;
+}
+
+OfiTransport::OfiTransport(int rank, int nranks, std::chrono::milliseconds timeout,
+                           std::function<Status()> health)
+    : rank_(rank), nranks_(nranks), timeout_(timeout), health_(std::move(health)) {}
+
+Status OfiTransport::create(int rank, int nranks, const AllGatherFn& allGather,
+                            std::chrono::milliseconds timeout, std::function<Status()> health,
+                            std::unique_ptr<OfiTransport>* out) {
+  if (nranks < 1 || rank < 0 || rank >= nranks || !out || (nranks > 1 && !allGather)) {
+    WARN("ofi: invalid arguments to OfiTransport::create (rank %d of %d)", rank, nranks);
+    return Status::InvalidArgument;
+  }
+  std::unique_ptr<OfiTransport> t(new OfiTransport(rank, nranks, timeout, std::move(health)));
+  NLCHECK(t->setup(allGather, optionsFromEnv()));
+  *out = std::move(t);
+  return Status::Success;
+}
+
+// Opens everything up to an enabled endpoint; failures name the provider.
+static Status openEndpoint(Fabric& f, int rank) {
+  const char* prov = f.info->fabric_attr->prov_name;
+  auto bad = [&](const char* what, int rc) {
+    WARN("ofi: rank %d: provider '%s' refused %s: %s", rank, prov, what, fi_strerror(-rc));
+    return Status::InvalidUsage;
+  };
+  int rc = fi_fabric(f.info->fabric_attr, &f.fabric, nullptr);
+  if (rc) return bad("fi_fabric", rc);
+  rc = fi_domain(f.fabric, f.info, &f.domain, nullptr);
+  if (rc) return bad("fi_domain", rc);
+  fi_av_attr av{};
+  av.type = f.info->domain_attr->av_type == FI_AV_UNSPEC ? FI_AV_TABLE : f.info->domain_attr->av_type;
+  rc = fi_av_open(f.domain, &av, &f.av, nullptr);
+  if (rc) return bad("fi_av_open", rc);
+  fi_cq_attr cq{};
+  cq.format = FI_CQ_FORMAT_TAGGED;
+  cq.size = f.info->tx_attr->size + f.info->rx_attr->size;
+  cq.wait_obj = FI_WAIT_FD;  // blocking waits; providers without one (shm) are polled
+  rc = fi_cq_open(f.domain, &cq, &f.cq, nullptr);
+  if (rc) {
+    cq.wait_obj = FI_WAIT_NONE;
+    rc = fi_cq_open(f.domain, &cq, &f.cq, nullptr);
+  } else if (fi_control(&f.cq->fid, FI_GETWAIT, &f.waitFd) != 0) {
+    f.waitFd = -1;
+  }
+  if (rc) return bad("fi_cq_open", rc);
+  rc = fi_endpoint(f.domain, f.info, &f.ep, nullptr);
+  if (rc) return bad("fi_endpoint", rc);
+  rc = fi_ep_bind(f.ep, &f.av->fid, 0);
+  if (rc) return bad("binding the address vector", rc);
+  rc = fi_ep_bind(f.ep, &f.cq->fid, FI_TRANSMIT | FI_RECV);
+  if (rc) return bad("binding the completion queue", rc);
+  rc = fi_enable(f.ep);
+  if (rc) return bad("fi_enable", rc);
+  return Status::Success;
+}
+
+Status OfiTransport::setup(const AllGatherFn& allGather, const Options& opt) {
+  fab_ = std::make_unique<Fabric>();
+  eventFd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+  nextCheck_ = std::chrono::steady_clock::now();
+  peers_ = std::make_unique<Peer[]>(static_cast<size_t>(nranks_));
+  SetupBlob mine{};
+  mine.magic = kBlobMagic;
+  mine.rank = rank_;
+  Status s = getInfo(opt, rank_, &fab_->info);
+  if (s == Status::Success) s = openEndpoint(*fab_, rank_);
+  if (s == Status::Success) {
+    const fi_info* info = fab_->info;
+    providerName_ = info->fabric_attr->prov_name;
+    snprintf(mine.provider, sizeof mine.provider, "%s", providerName_.c_str());
+    size_t len = sizeof mine.name;
+    int rc = fi_getname(&fab_->ep->fid, mine.name, &len);
+    if (rc != 0 || len > sizeof mine.name) {
+      WARN("ofi: rank %d: endpoint name of provider '%s' unavailable or longer than %zu bytes (%s)",
+           rank_, providerName_.c_str(), sizeof mine.name, rc ? fi_strerror(-rc) : "too long");
+      s = Status::InternalError;
+    }
+    mine.nameLen = static_cast<uint32_t>(len);
+    uint64_t tagFormat = info->ep_attr->mem_tag_format;
+    int tagBits = tagFormat ? 64 - __builtin_clzll(tagFormat) : 64;
+    if (s == Status::Success && !tags_.init(tagBits, nranks_)) {
+      WARN("ofi: rank %d: provider '%s' tags (%d bits) cannot address %d ranks", rank_,
+           providerName_.c_str(), tagBits, nranks_);
+      s = Status::InvalidUsage;
+    }
+    size_t maxMsg = info->ep_attr->max_msg_size;
+    if (opt.maxMsgBytes) maxMsg = std::min(maxMsg, opt.maxMsgBytes);
+    eagerBytes_ = std::min(opt.eagerBytes, maxMsg - sizeof(ofi::CtrlHeader));
+    ctrlBytes_ = sizeof(ofi::CtrlHeader) + eagerBytes_;
+    fragBytes_ = std::min(maxMsg, kMaxFragBytes);
+    bounceBytes_ = std::min(fragBytes_, kMaxBounceBytes);
+    grantWindow_ = std::max(2 * fragBytes_, size_t{8} << 20);
+    credits_ = opt.credits;
+    probePeers_ = providerName_ != "shm";  // see ofi.hpp: pings cannot help, and may block
+    txCap_ = info->tx_attr->size;
+    rxCap_ = info->rx_attr->size;
+    mr_ = std::make_unique<ofi::MrCache>(fab_->domain, fab_->ep, info->domain_attr->mr_mode,
+                                         opt.mrCacheEntries);
+    INFO(log::kNet | log::kInit,
+         "ofi: rank %d: provider %s (fabric %s, domain %s), mr_mode 0x%x, max_msg_size %zu, "
+         "eager %zu bytes, %d credits, fragments %zu, bounce %zu, %s wait",
+         rank_, providerName_.c_str(), info->fabric_attr->name, info->domain_attr->name,
+         info->domain_attr->mr_mode, info->ep_attr->max_msg_size, eagerBytes_, credits_,
+         fragBytes_, bounceBytes_, fab_->waitFd >= 0 ? "fd" : "polled");
+  }
+  mine.status = static_cast<int32_t>(s);
+  if (nranks_ == 1) return s;
+
+  // Everyone exchanges, failed or not, so that every rank learns at once that one could not
+  // open the provider instead of waiting for it in a later exchange.
+  std::vector<SetupBlob> all(static_cast<size_t>(nranks_));
+  Status x = allGather(&mine, sizeof mine, all.data());
+  if (x != Status::Success) {
+    WARN("ofi: rank %d: setup exchange failed (%s)", rank_, statusName(x));
+    return x;
+  }
+  if (s != Status::Success) return s;
+  for (int p = 0; p < nranks_; ++p) {
+    const SetupBlob& b = all[static_cast<size_t>(p)];
+    if (b.magic != kBlobMagic || b.rank != p || b.nameLen > sizeof b.name ||
+        !memchr(b.provider, 0, sizeof b.provider)) {
+      WARN("ofi: rank %d: malformed setup record from rank %d", rank_, p);
+      return Status::InternalError;
+    }
+    if (b.status != 0) {
+      WARN("ofi: rank %d: rank %d could not open libfabric provider %s (%s)", rank_, p,
+           describe(opt).c_str(), statusName(static_cast<Status>(b.status)));
+      return Status::InvalidUsage;
+    }
+    if (providerName_ != b.provider) {
+      WARN("ofi: rank %d uses provider '%s' but rank %d uses '%s'", rank_, providerName_.c_str(),
+           p, b.provider);
+      return Status::InvalidUsage;
+    }
+  }
+  fab_->addrs.assign(static_cast<size_t>(nranks_), FI_ADDR_UNSPEC);
+  for (int p = 0; p < nranks_; ++p) {
+    if (p == rank_) continue;
+    const SetupBlob& b = all[static_cast<size_t>(p)];
+    uint8_t name[sizeof b.name + 1] = {};
+    memcpy(name, b.name, b.nameLen);  // NUL-terminated for providers with string addresses
+    fi_addr_t a = FI_ADDR_UNSPEC;
+    int rc = fi_av_insert(fab_->av, name, 1, &a, 0, nullptr);
+    if (rc != 1) {
+      WARN("ofi: rank %d: cannot insert rank %d's address into the address vector (%s)", rank_,
+           p, rc < 0 ? fi_strerror(-rc) : "not inserted");
+      return Status::InternalError;
+    }
+    fab_->addrs[static_cast<size_t>(p)] = a;
+    peers_[static_cast<size_t>(p)].addr = a;
+  }
+  return Status::Success;
+}
+
+OfiTransport::Op* OfiTransport::newOp(OpKind kind, int peer) {
+  static_assert(sizeof(fi_context2) <= sizeof(Op::fiContext));
+  if (freeOps_.empty()) {
+    constexpr size_t kBlock = 64;
+    opBlocks_.push_back(std::make_unique<Op[]>(kBlock));
+    for (size_t i = 0; i < kBlock; ++i) freeOps_.push_back(&opBlocks_.back()[i]);
+  }
+  Op* op = freeOps_.back();
+  freeOps_.pop_back();
+  *op = Op{};
+  op->kind = kind;
+  op->peer = peer;
+  return op;
+}
+
+void OfiTransport::freeOp(Op* op) {
+  if (op->kind == OpKind::CtrlSend) {
+    freeCtrlSends_.push_back(op);  // keeps its buffer
+    return;
+  }
+  freeOps_.push_back(op);
+}
+
+// Control send operations own a registered buffer of ctrlBytes_; made 16 at a time.
+Status OfiTransport::newCtrlSendOp(int peer, Op** out) {
+  if (freeCtrlSends_.empty()) {
+    constexpr size_t kBatch = 16;
+    slabs_.push_back(std::make_unique<char[]>(kBatch * ctrlBytes_));
+    char* base = slabs_.back().get();
+    void* desc = nullptr;
+    NLCHECK(mr_->pin(base, kBatch * ctrlBytes_, &desc));
+    for (size_t i = 0; i < kBatch; ++i) {
+      Op* op = newOp(OpKind::CtrlSend, -1);
+      op->buf = base + i * ctrlBytes_;
+      op->desc = desc;
+      freeCtrlSends_.push_back(op);
+    }
+  }
+  Op* op = freeCtrlSends_.back();
+  freeCtrlSends_.pop_back();
+  op->peer = peer;
+  op->critical = false;
+  *out = op;
+  return Status::Success;
+}
+
+// First use of a peer: its control buffers are posted and its credits start full.
+Status OfiTransport::activate(int peer) {
+  Peer& p = peers_[static_cast<size_t>(peer)];
+  if (p.active) return Status::Success;
+  const size_t n = static_cast<size_t>(credits_ + kExtraCtrlBuffers);
+  slabs_.push_back(std::make_unique<char[]>(n * ctrlBytes_));
+  char* base = slabs_.back().get();
+  void* desc = nullptr;
+  NLCHECK(mr_->pin(base, n * ctrlBytes_, &desc));
+  p.active = true;
+  p.credits = credits_;
+  p.lastHeard = std::chrono::steady_clock::now();
+  active_.push_back(peer);
+  for (size_t i = 0; i < n; ++i) {
+    Op* op = newOp(OpKind::CtrlRecv, peer);
+    op->buf = base + i * ctrlBytes_;
+    op->bytes = ctrlBytes_;
+    op->desc = desc;
+    p.ctrlRecvs.push_back(op);
+    NLCHECK(repostCtrl(op));
+  }
+  INFO(log::kNet, "ofi: rank %d: peer %d set up (%zu control buffers of %zu bytes)", rank_, peer,
+       n, ctrlBytes_);
+  return Status::Success;
+}
+
+Status OfiTransport::repostCtrl(Op* op) {
+  Peer& p = peers_[static_cast<size_t>(op->peer)];
+  int rc = fi_trecv(fab_->ep, op->buf, op->bytes, op->desc, FI_ADDR_UNSPEC,
+                    tags_.make(ofi::TagKind::Ctrl, op->peer, 0), 0, op->fiContext);
+  if (rc == -FI_EAGAIN) {
+    pendingRx_.push_back(op);  // posted again from progress()
+    return Status::Success;
+  }
+  if (rc != 0) {
+    WARN("ofi: rank %d: posting a control receive for peer %d failed: %s", rank_, op->peer,
+         fi_strerror(-rc));
+    return Status::SystemError;
+  }
+  ++rxPosted_;
+  (void)p;
+  return Status::Success;
+}
+
+int OfiTransport::activePeers() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return static_cast<int>(active_.size());
+}
+
+void OfiTransport::closeFabric() {
+  if (!fab_) return;
+  Fabric& f = *fab_;
+  if (f.ep) fi_close(&f.ep->fid);  // first: drops every posted operation
+  f.ep = nullptr;
+  if (mr_) mr_->closeAll();
+  if (f.av) fi_close(&f.av->fid);
+  if (f.cq) fi_close(&f.cq->fid);
+  if (f.domain) fi_close(&f.domain->fid);
+  if (f.fabric) fi_close(&f.fabric->fid);
+  if (f.info) fi_freeinfo(f.info);
+  f = Fabric{};
+  txPosted_ = rxPosted_ = criticalTx_ = 0;
+  pendingTx_.clear();
+  pendingRx_.clear();
+}
+
+// Sends that carry data a peer needs have been handed to the provider, but closing the endpoint
+// before the provider completes them could lose them: wait for that, as long as the peers live.
+// The health callback is not called any more: what it reads may be gone already (a communicator
+// destroys its bootstrap first); a dead peer still fails those sends.
+void OfiTransport::linger() {
+  lingering_ = true;
+  auto deadline = std::chrono::steady_clock::now() + timeout_;
+  int spins = 0;
+  while (criticalTx_ > 0 && failed_ == Status::Success &&
+         std::chrono::steady_clock::now() < deadline) {
+    if (progressLocked() != Status::Success) break;
+    if (criticalTx_ == 0) break;
+    if (++spins < 64) sched_yield();
+    else usleep(100);
+  }
+  if (criticalTx_ > 0)
+    INFO(log::kNet, "ofi: rank %d: closing with %zu sends not completed", rank_, criticalTx_);
+}
+
+OfiTransport::~OfiTransport() {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (failed_ == Status::Success && fab_ && fab_->ep) linger();
+  closeFabric();
+  if (eventFd_ >= 0) close(eventFd_);
+}
+
+}  // namespace nlccl::transport
