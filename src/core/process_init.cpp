@@ -7,6 +7,9 @@
 #include "transports/neuronlink/neuronlink.hpp"
 #include "transports/shm/shm.hpp"
 #include "transports/shm/shm_memory.hpp"
+#ifdef NLCCL_HAVE_OFI
+#include "transports/ofi/ofi.hpp"
+#endif
 #include "util/log.hpp"
 
 namespace nlccl::core {
@@ -80,19 +83,36 @@ Status connect(std::unique_ptr<bootstrap::Bootstrap> bs, const CommConfig& confi
          "processes (use shm, or nlcclCommInitAll for threads)");
     return Status::InvalidArgument;
   }
-  if (want == "ofi" || ((want == "auto" || want == "neuronlink") && !allLocal)) {
+#ifdef NLCCL_HAVE_OFI
+  constexpr bool kHaveOfi = true;
+#else
+  constexpr bool kHaveOfi = false;
+#endif
+  if ((want == "ofi" && !kHaveOfi) || ((want == "auto" || want == "neuronlink") && !allLocal)) {
     WARN("rank %d: transport '%s' is not available in this build (ranks on %s host%s)", rank,
          want.c_str(), allLocal ? "one" : "several", allLocal ? "" : "s");
     return Status::InvalidUsage;
   }
   auto rv = std::make_shared<BootstrapRendezvous>(std::move(bs));
   bootstrap::Bootstrap* b = &rv->bootstrap();
-  std::unique_ptr<transport::ShmTransport> shm;
-  NLCHECK(transport::ShmTransport::create(
-      rank, nranks,
-      [b](const void* mine, size_t bytes, void* all) { return b->allGather(mine, bytes, all); },
-      config.timeout, [b]() { return b->health(); }, &shm));
-  std::unique_ptr<transport::Transport> tp = std::move(shm);
+  auto allGather = [b](const void* mine, size_t bytes, void* all) {
+    return b->allGather(mine, bytes, all);
+  };
+  std::unique_ptr<transport::Transport> tp;
+#ifdef NLCCL_HAVE_OFI
+  if (want == "ofi") {  // forced for every pair (per-pair choice comes with the registry)
+    std::unique_ptr<transport::OfiTransport> ofi;
+    NLCHECK(transport::OfiTransport::create(rank, nranks, allGather, config.timeout,
+                                            [b]() { return b->health(); }, &ofi));
+    tp = std::move(ofi);
+  }
+#endif
+  if (!tp) {
+    std::unique_ptr<transport::ShmTransport> shm;
+    NLCHECK(transport::ShmTransport::create(rank, nranks, allGather, config.timeout,
+                                            [b]() { return b->health(); }, &shm));
+    tp = std::move(shm);
+  }
   if (want == "neuronlink") {
     std::shared_ptr<const transport::LinkModel> model;
     NLCHECK(neuronLinkModel(config, nranks, &model));
