@@ -200,6 +200,7 @@ class OfiTransport final : public Transport {
                std::function<Status()> health);
   // ---- setup and teardown (ofi_setup.cpp) ----
   Status setup(const AllGatherFn& allGather, const Options& opt);
+  Status unlinkShmRegion(const AllGatherFn& allGather, const uint8_t* name, size_t len);
   Status activate(int peer);  // posts the peer's control buffers on first use
   void closeFabric();         // closes every libfabric object; posted operations are dropped
   void linger();              // destroy: waits until data-carrying sends have completed

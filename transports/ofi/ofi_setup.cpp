@@ -11,6 +11,7 @@
 #include <rdma/fi_tagged.h>
 #include <sched.h>
 #include <sys/eventfd.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -281,6 +282,25 @@ Status OfiTransport::setup(const AllGatherFn& allGather, const Options& opt) {
     fab_->addrs[static_cast<size_t>(p)] = a;
     peers_[static_cast<size_t>(p)].addr = a;
   }
+  if (providerName_ == "shm") NLCHECK(unlinkShmRegion(allGather, mine.name, mine.nameLen));
+  return Status::Success;
+}
+
+// libfabric's shm provider keeps each endpoint's region in /dev/shm under its address
+// ("fi_shm://<pid>:0:0" -> /dev/shm/<pid>:0:0) until fi_close, so a process killed before that
+// leaves 16 MB behind. Every peer maps our region when it inserts our address, so once all have
+// (one more exchange) the name can go, as the nlccl shm transport does with its own segments.
+Status OfiTransport::unlinkShmRegion(const AllGatherFn& allGather, const uint8_t* name,
+                                     size_t len) {
+  int32_t done = 1;
+  std::vector<int32_t> all(static_cast<size_t>(nranks_));
+  NLCHECK(allGather(&done, sizeof done, all.data()));
+  static constexpr char kPrefix[] = "fi_shm://";
+  std::string addr(reinterpret_cast<const char*>(name), strnlen(reinterpret_cast<const char*>(name), len));
+  if (addr.rfind(kPrefix, 0) != 0) return Status::Success;
+  std::string path = "/" + addr.substr(sizeof kPrefix - 1);
+  if (shm_unlink(path.c_str()) == 0)
+    INFO(log::kNet, "ofi: rank %d: unlinked the shm provider's region %s", rank_, path.c_str());
   return Status::Success;
 }
 
