@@ -4,8 +4,11 @@
 // Protocol (ofi_wire.hpp has the formats). Every message, whatever its nlccl tag, starts with a
 // control message to its peer:
 // - Eager (at most NLCCL_OFI_EAGER_BYTES): header and data in one control message. The sender
-//   copies the data into a registered buffer and the send completes at once; the receiver copies
-//   (or reduces) it out of its control buffer, or keeps a copy when no receive is posted yet.
+//   copies the data into a registered buffer; the send completes when the provider completes
+//   that message, not before: with manual progress (tcp, shm) a message the provider has not
+//   finished sending moves only while this rank keeps calling it, and a rank whose collective
+//   is done may be busy elsewhere (in MPI, say) for a long time. The receiver copies (or reduces)
+//   it out of its control buffer, or keeps a copy when no receive is posted yet.
 // - Rendezvous (larger): Rts(tag, bytes, msgId). Once the receive is matched, the receiver posts
 //   tagged receives for the fragments it grants and sends Cts(msgId, range, first data id); the
 //   sender then sends each fragment with that tag. Fragments go straight into the destination, or
@@ -53,6 +56,7 @@
 #include <mutex>
 #include <string>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "transports/ofi/ofi_mr_cache.hpp"
@@ -129,6 +133,7 @@ class OfiTransport final : public Transport {
     size_t offset = 0;          // DataRecv: where the fragment goes in the message
     int bounce = -1;            // DataRecv: bounce chunk, or -1 when straight into the buffer
     uint64_t tag = 0;           // DataSend: retried with the same tag
+    Request* req = nullptr;     // CtrlSend of an Eager message: the user's send
   };
   struct RecvOp {
     uint64_t tag;
@@ -187,6 +192,7 @@ class OfiTransport final : public Transport {
     std::unordered_map<uint64_t, std::unique_ptr<SendOp>> sends;  // rendezvous, by msgId
     std::deque<RndvRecv*> granting;  // matched receives with bytes not yet granted
     int recvsActive = 0;             // matched rendezvous receives still arriving
+    int eagerInFlight = 0;           // Eager messages posted, not completed by the provider
     uint64_t nextDataId = 1;
     bool creditPending = false;      // a Credit message could not be posted yet
     bool pingOut = false;            // a Ping of ours is posted and not answered yet
@@ -238,6 +244,7 @@ class OfiTransport final : public Transport {
   Status fail(Status why);  // failAll + closeFabric; returns why
   void bump();
   void signalWaiters();
+  void logState() const;
 
   int rank_;
   int nranks_;
@@ -260,6 +267,7 @@ class OfiTransport final : public Transport {
   std::vector<int> active_;  // peers set up, in order of first use
   std::deque<Op*> pendingTx_;  // data fragments the provider had no room for yet
   std::deque<Op*> pendingRx_;  // control receives the provider had no room for yet
+  std::unordered_set<Op*> eagerOps_;  // posted Eager messages: their sends complete with them
   // Owned memory: control and bounce buffers (registered once), operations.
   std::vector<std::unique_ptr<char[]>> slabs_;
   std::vector<std::unique_ptr<Op[]>> opBlocks_;

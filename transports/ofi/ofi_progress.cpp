@@ -86,6 +86,12 @@ Status OfiTransport::pollCq(int* handled) {
         case OpKind::CtrlSend:
           --txPosted_;
           if (op->critical) --criticalTx_;
+          if (op->req) {
+            finish(op->req, Status::Success);
+            eagerOps_.erase(op);
+            --peers_[static_cast<size_t>(op->peer)].eagerInFlight;
+            op->req = nullptr;
+          }
           freeOp(op);
           break;
       }
@@ -122,6 +128,12 @@ Status OfiTransport::onError() {
       INFO(log::kNet, "ofi: rank %d: send to rank %d failed: %s (%s)", rank_, peer,
            fi_strerror(err.err), why ? why : "");
       if (err.err != FI_ECANCELED) markGone(peer, "a send", -err.err);
+      if (op->req) {  // an Eager message: the peer will never have it
+        finish(op->req, Status::RemoteError);
+        eagerOps_.erase(op);
+        --peers_[static_cast<size_t>(op->peer)].eagerInFlight;
+        op->req = nullptr;
+      }
       freeOp(op);
       return Status::Success;
     case OpKind::CtrlRecv:
@@ -138,7 +150,8 @@ Status OfiTransport::onError() {
 // A gone peer is no error until something needs it: a rank that exited after its last send has
 // delivered everything.
 bool OfiTransport::needs(const Peer& p) const {
-  return !p.outq.empty() || !p.sends.empty() || !p.posted.empty() || p.recvsActive > 0;
+  return !p.outq.empty() || !p.sends.empty() || !p.posted.empty() || p.recvsActive > 0 ||
+         p.eagerInFlight > 0;
 }
 
 Status OfiTransport::checkPeers(bool health) {
@@ -188,9 +201,15 @@ void OfiTransport::failAll(Status why) {
     p.granting.clear();
     p.early.clear();
     p.recvsActive = 0;
+    p.eagerInFlight = 0;
   }
   for (auto& [key, r] : recvs_) finish(r->r.req, why);
   recvs_.clear();
+  for (Op* op : eagerOps_) {
+    finish(op->req, why);
+    op->req = nullptr;
+  }
+  eagerOps_.clear();
   for (SelfSend& s : selfSends_) finish(s.req, why);
   for (RecvOp& r : selfRecvs_) finish(r.req, why);
   selfSends_.clear();
@@ -217,7 +236,25 @@ void OfiTransport::signalWaiters() {
 void OfiTransport::abort(Status why) {
   if (why == Status::Success) why = Status::InternalError;
   std::lock_guard<std::mutex> lock(mu_);
+  if (failed_ == Status::Success && log::enabled(log::Level::Info, log::kNet)) logState();
   fail(why);
+}
+
+// What each peer waits for (INFO, NET), for "no progress" diagnoses.
+void OfiTransport::logState() const {
+  INFO(log::kNet, "ofi: rank %d: %zu sends and %zu receives posted (%zu carry data), %zu + %zu waiting",
+       rank_, txPosted_, rxPosted_, criticalTx_, pendingTx_.size(), pendingRx_.size());
+  for (int peer : active_) {
+    const Peer& p = peers_[static_cast<size_t>(peer)];
+    INFO(log::kNet,
+         "ofi: rank %d: peer %d: credits %d, owed %u, queued %zu, seq out %llu / expected %llu, "
+         "early %zu, posted %zu, unexpected %zu, eager in flight %d, rendezvous sends %zu, "
+         "receives %d (%zu to grant)%s",
+         rank_, peer, p.credits, p.toReturn, p.outq.size(),
+         static_cast<unsigned long long>(p.nextSeq), static_cast<unsigned long long>(p.expectSeq),
+         p.early.size(), p.posted.size(), p.unexpected.size(), p.eagerInFlight, p.sends.size(),
+         p.recvsActive, p.granting.size(), p.gone ? ", gone" : "");
+  }
 }
 
 void OfiTransport::wake(int rank) {

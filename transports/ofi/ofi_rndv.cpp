@@ -58,7 +58,11 @@ Status OfiTransport::pumpCtrl(int peer) {
     ++criticalTx_;
     p.toReturn -= o.h.credits;
     --p.credits;
-    if (o.req) finish(o.req, Status::Success);  // eager: the data is ours now
+    if (o.req) {  // Eager: completes with the provider's send
+      op->req = o.req;
+      eagerOps_.insert(op);
+      ++p.eagerInFlight;
+    }
     p.outq.pop_front();
   }
   if (p.pongOwed) NLCHECK(sendFree(peer, MsgType::Pong));

@@ -346,6 +346,7 @@ Status OfiTransport::newCtrlSendOp(int peer, Op** out) {
   freeCtrlSends_.pop_back();
   op->peer = peer;
   op->critical = false;
+  op->req = nullptr;
   *out = op;
   return Status::Success;
 }
