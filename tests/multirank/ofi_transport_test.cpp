@@ -391,6 +391,59 @@ TEST_P(OfiTransportTest, MissingProviderIsInvalidUsage) {
   EXPECT_EQ(codes, (std::vector<int>{0, 0}));
 }
 
+// ---- measurement (printed, not asserted) ----
+
+// Ping-pong latency and one-way bandwidth between two ranks, driven as the engine drives it.
+TEST_P(OfiTransportTest, PingPongAndBandwidth2Ranks) {
+  auto codes = runForked(2, [](int rank, Shared* sh) {
+    auto t = makeOfi(sh, rank, 2);
+    CHILD_CHECK(t);
+    const int peer = 1 - rank;
+    for (size_t bytes : {size_t{8}, size_t{4096}, size_t{65536}}) {
+      std::vector<char> buf(bytes, 1);
+      const int iters = 2000;
+      auto t0 = Clock::now();
+      for (int i = 0; i < iters; ++i) {
+        Request s, r;
+        if (rank == 0) {
+          t->postSend(peer, i, buf.data(), bytes, &s);
+          t->postRecv(peer, i, buf.data(), bytes, nullptr, &r);
+        } else {
+          t->postRecv(peer, i, buf.data(), bytes, nullptr, &r);
+          CHILD_CHECK(drive(*t, {&r}, milliseconds(5000)) == Status::Success);
+          t->postSend(peer, i, buf.data(), bytes, &s);
+        }
+        CHILD_CHECK(drive(*t, {&s, &r}, milliseconds(5000)) == Status::Success);
+      }
+      double us = std::chrono::duration<double, std::micro>(Clock::now() - t0).count() / iters;
+      if (rank == 0) printf("ofi %s ping-pong %6zu B: %7.2f us round trip\n", t->provider().c_str(), bytes, us);
+    }
+    for (size_t bytes : {size_t{1} << 20, size_t{16} << 20}) {
+      int iters = static_cast<int>(std::max<size_t>(8, (size_t{256} << 20) / bytes));
+      std::vector<char> buf(bytes, 3);
+      for (int pass = 0; pass < 2; ++pass) {
+        auto t0 = Clock::now();
+        std::vector<Request> reqs(static_cast<size_t>(iters));
+        std::vector<Request*> ptrs;
+        for (int i = 0; i < iters; ++i) {
+          if (rank == 0) t->postSend(1, 1000 + i, buf.data(), bytes, &reqs[i]);
+          else t->postRecv(0, 1000 + i, buf.data(), bytes, nullptr, &reqs[i]);
+          ptrs.push_back(&reqs[i]);
+        }
+        CHILD_CHECK(drive(*t, ptrs, milliseconds(60000)) == Status::Success);
+        double sec = std::chrono::duration<double>(Clock::now() - t0).count();
+        if (rank == 1 && pass == 1)
+          printf("ofi %s bandwidth %6zu KiB: %6.2f GB/s\n", t->provider().c_str(), bytes >> 10,
+                 bytes * iters / sec / 1e9);
+      }
+    }
+    sh->flag[0].fetch_add(1);
+    while (sh->flag[0].load() < 2) spin(*t, milliseconds(2));
+    return 0;
+  });
+  EXPECT_EQ(codes, (std::vector<int>{0, 0}));
+}
+
 INSTANTIATE_TEST_SUITE_P(Providers, OfiTransportTest, ::testing::Values("tcp;ofi_rxm", "shm"),
                          providerName);
 
