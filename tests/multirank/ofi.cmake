@@ -18,3 +18,26 @@ if(TARGET nlccl_transport_ofi AND NLCCL_WITH_OFI)
   gtest_discover_tests(multirank_ofi_test DISCOVERY_TIMEOUT 60 TEST_FILTER "OfiFull/*"
                        PROPERTIES LABELS "slow;multiprocess" TIMEOUT 900)
 endif()
+
+# nlccl-perf under mpirun over ofi/tcp (MPI itself over its tcp btl), loopback only: #wrong is 0.
+if(TARGET nlccl_transport_ofi AND NLCCL_WITH_OFI AND TARGET nlccl-perf AND NLCCL_WITH_MPI)
+  find_program(_ofi_mpirun NAMES mpirun)
+  if(_ofi_mpirun)
+    set(_ofi_perf_env "NLCCL_TRANSPORT=ofi;FI_PROVIDER=tcp;FI_TCP_IFACE=lo;PERF_CHECK_MPI_BTL=self,tcp")
+    foreach(_case "allreduce -b 8 -e 1M -f 8 -o all" "alltoall -b 64 -e 1M -f 8"
+                  "sendrecv -b 8 -e 1M -f 8")
+      separate_arguments(_args UNIX_COMMAND "${_case}")
+      list(GET _args 0 _coll)
+      add_test(NAME perf_mpirun_ofi_np4_${_coll}
+               COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/perf_check.sh mpi $<TARGET_FILE:nlccl-perf> 4
+                       ${_args} -n 5 -w 2)
+      set_tests_properties(perf_mpirun_ofi_np4_${_coll} PROPERTIES
+                           LABELS "multiprocess;perf" TIMEOUT 180 ENVIRONMENT "${_ofi_perf_env}")
+    endforeach()
+    add_test(NAME perf_mpirun_ofi_np2_compare_allreduce
+             COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/perf_check.sh mpi $<TARGET_FILE:nlccl-perf> 2
+                     allreduce -b 8 -e 4M -f 16 --compare-mpi -n 5 -w 1)
+    set_tests_properties(perf_mpirun_ofi_np2_compare_allreduce PROPERTIES
+                         LABELS "multiprocess;perf" TIMEOUT 180 ENVIRONMENT "${_ofi_perf_env}")
+  endif()
+endif()

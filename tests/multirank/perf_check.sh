@@ -39,8 +39,10 @@ case $mode in
   mpi)
     root=()
     [[ $(id -u) == 0 ]] && root=(--allow-run-as-root)
-    # Loopback only: Open MPI's TCP pieces stay on lo.
-    cmd=(mpirun "${root[@]}" --oversubscribe --mca btl self,vader --mca oob_tcp_if_include lo
+    # Loopback only: Open MPI's TCP pieces stay on lo. PERF_CHECK_MPI_BTL picks MPI's own
+    # transports (self,tcp to compare with nlccl over ofi/tcp).
+    cmd=(mpirun "${root[@]}" --oversubscribe --mca btl "${PERF_CHECK_MPI_BTL:-self,vader}"
+         --mca btl_tcp_if_include lo --mca oob_tcp_if_include lo
          -np "$nranks" "$perf" "$coll" --json "$json" "$@") ;;
   *) echo "unknown mode $mode"; exit 1 ;;
 esac
