@@ -126,7 +126,7 @@ TEST_P(OfiProcessTest, EveryCollectiveAndSendRecv) {
                 if (inPlace && c == Collective::AllToAllv) continue;
                 // 0 and 1 element, an odd count, and 1.2 MB: many 64 KiB fragments.
                 for (size_t count : {size_t{0}, size_t{1}, size_t{7001}, size_t{300000}}) {
-                  if (count == 300000 && (t != DataType::Float32 || o > 1)) continue;
+                  if (count == 300000 && !full && (t != DataType::Float32 || o > 1)) continue;
                   CollCase cc{c, t, static_cast<RedOp>(o), count, p - 1, inPlace};
                   CollBuffers b(cc, r, p);
                   nlcclResult_t res = b.issue(comm);
