@@ -264,7 +264,10 @@ void OfiTransport::wake(int rank) {
 // Polls (each poll is a progress step: with manual progress nothing moves otherwise), yields,
 // then blocks on the completion queue's descriptor or, without one, sleeps in short steps.
 void OfiTransport::waitActivity(uint32_t seen, std::chrono::nanoseconds timeout) {
-  constexpr int kPolls = 64, kYields = 8;
+  // Without a wait object (shm, efa) there is nothing to sleep on: yield longer, then sleep in
+  // steps of at most 200 us, so ranks sharing cores run while latency stays bounded.
+  constexpr int kPolls = 64;
+  const int kYields = fab_ && fab_->waitFd < 0 ? 256 : 8;
   const auto deadline = Clock::now() + std::min<std::chrono::nanoseconds>(timeout, ofi::kCheckInterval);
   long sleepNs = 20000;
   for (int i = 0;; ++i) {
@@ -301,7 +304,7 @@ void OfiTransport::waitActivity(uint32_t seen, std::chrono::nanoseconds timeout)
     } else if (polled) {
       timespec ts{0, std::min<long>(sleepNs, left)};
       nanosleep(&ts, nullptr);
-      sleepNs = std::min<long>(sleepNs * 2, 1000000);
+      sleepNs = std::min<long>(sleepNs * 2, 200000);
     }
   }
 }
