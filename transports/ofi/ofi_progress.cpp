@@ -264,10 +264,12 @@ void OfiTransport::wake(int rank) {
 // Polls (each poll is a progress step: with manual progress nothing moves otherwise), yields,
 // then blocks on the completion queue's descriptor or, without one, sleeps in short steps.
 void OfiTransport::waitActivity(uint32_t seen, std::chrono::nanoseconds timeout) {
-  // Without a wait object (shm, efa) there is nothing to sleep on: yield longer, then sleep in
-  // steps of at most 200 us, so ranks sharing cores run while latency stays bounded.
-  constexpr int kPolls = 64;
-  const int kYields = fab_ && fab_->waitFd < 0 ? 256 : 8;
+  // A few polls, then polls with a yield between them: ranks that share cores (4 on 2 here) get
+  // the CPU the data they wait for needs (64 polls first cost 4 ranks 255 instead of 135 us per
+  // 8-byte all-reduce), and a lone rank still sees its data within microseconds. Then block on
+  // the descriptor or, without one (shm, efa), sleep in steps of at most 200 us.
+  constexpr int kPolls = 4;
+  const int kYields = fab_ && fab_->waitFd < 0 ? 256 : 128;
   const auto deadline = Clock::now() + std::min<std::chrono::nanoseconds>(timeout, ofi::kCheckInterval);
   long sleepNs = 20000;
   for (int i = 0;; ++i) {
