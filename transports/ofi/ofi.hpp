@@ -82,6 +82,7 @@ class OfiTransport final : public Transport {
     int credits = 0;             ///< NLCCL_OFI_CREDITS
     size_t maxMsgBytes = 0;      ///< NLCCL_OFI_MAX_MSG_BYTES (0: the provider's max_msg_size)
     size_t mrCacheEntries = 0;   ///< NLCCL_OFI_MR_CACHE
+    bool forceMrLocal = false;   ///< NLCCL_OFI_FORCE_MR_LOCAL (tests: register as efa needs)
   };
 
   /// Collective: every rank of the group calls it. Opens a libfabric endpoint (provider from
@@ -111,6 +112,8 @@ class OfiTransport final : public Transport {
   size_t eagerBytes() const { return eagerBytes_; }
   size_t fragBytes() const { return fragBytes_; }
   int credits() const { return credits_; }
+  /// Registrations held (0 unless the provider, or NLCCL_OFI_FORCE_MR_LOCAL, asks for them).
+  size_t registrations() const;
   /// Peers that have been set up (sent to or received from at least once).
   int activePeers() const;
 
