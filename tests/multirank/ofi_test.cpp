@@ -56,12 +56,14 @@ struct Env {
 struct Param {
   const char* provider;  // NLCCL_OFI_PROVIDER
   int nranks;
-  bool full;  // every data type and op (slow)
+  bool full;                  // every data type and op (slow)
+  bool registration = false;  // NLCCL_OFI_FORCE_MR_LOCAL: efa's registration path
 };
 
 std::string paramName(const ::testing::TestParamInfo<Param>& info) {
   return std::string(std::string(info.param.provider) == "shm" ? "shm" : "tcp") + "_" +
-         std::to_string(info.param.nranks) + "ranks" + (info.param.full ? "_full" : "");
+         std::to_string(info.param.nranks) + "ranks" + (info.param.full ? "_full" : "") +
+         (info.param.registration ? "_registered" : "");
 }
 
 nlcclConfig_t ofiConfig(int timeoutMs) {
@@ -104,6 +106,10 @@ TEST_P(OfiProcessTest, EveryCollectiveAndSendRecv) {
   // A 64 KiB "max message": every large message is split into fragments.
   env.set("NLCCL_OFI_MAX_MSG_BYTES", "64K");
   env.set("NLCCL_SLICE_BYTES", "262144");
+  if (prm.registration) {
+    env.set("NLCCL_OFI_FORCE_MR_LOCAL", "1");
+    env.set("NLCCL_OFI_MR_CACHE", "4");
+  }
   nlcclConfig_t config = ofiConfig(20000);
   std::vector<pid_t> pids;
   const bool full = prm.full;
@@ -158,7 +164,8 @@ TEST_P(OfiProcessTest, EveryCollectiveAndSendRecv) {
 INSTANTIATE_TEST_SUITE_P(Ofi, OfiProcessTest,
                          ::testing::Values(Param{"tcp;ofi_rxm", 2, false},
                                            Param{"tcp;ofi_rxm", 4, false},
-                                           Param{"shm", 2, false}, Param{"shm", 4, false}),
+                                           Param{"shm", 2, false}, Param{"shm", 4, false},
+                                           Param{"tcp;ofi_rxm", 3, false, true}),
                          paramName);
 // Every data type and op: the slow sweep.
 INSTANTIATE_TEST_SUITE_P(OfiFull, OfiProcessTest,

@@ -73,6 +73,7 @@ std::string providerName(const ::testing::TestParamInfo<const char*>& info) {
 struct ExchangeCase {
   int nranks;
   bool reduce;
+  bool registration = false;  // NLCCL_OFI_FORCE_MR_LOCAL with a 2-entry cache
 };
 
 int exchangeRank(const ExchangeCase& c, int rank, Shared* sh) {
@@ -128,6 +129,7 @@ int exchangeRank(const ExchangeCase& c, int rank, Shared* sh) {
   Status st = drive(*t, all, milliseconds(20000));
   if (st != Status::Success) fprintf(stderr, "rank %d: drive: %s\n", rank, statusName(st));
   CHILD_CHECK(st == Status::Success);
+  CHILD_CHECK((t->registrations() > 0) == c.registration);
   for (size_t m = 0; m < msgs.size(); ++m) {
     std::vector<char> want(msgs[m].bytes);
     fill(want, msgs[m].peer, rank, msgs[m].id);
@@ -148,6 +150,8 @@ int exchangeRank(const ExchangeCase& c, int rank, Shared* sh) {
 void runExchange(const ExchangeCase& c) {
   // A small provider message size: rendezvous messages split into many fragments.
   ScopedEnv maxMsg("NLCCL_OFI_MAX_MSG_BYTES", "16K");
+  ScopedEnv force("NLCCL_OFI_FORCE_MR_LOCAL", c.registration ? "1" : "0");
+  ScopedEnv cache("NLCCL_OFI_MR_CACHE", c.registration ? "2" : "64");
   auto codes = runForked(c.nranks, [&](int r, Shared* sh) { return exchangeRank(c, r, sh); });
   for (int r = 0; r < c.nranks; ++r) EXPECT_EQ(codes[static_cast<size_t>(r)], 0) << "rank " << r;
 }
@@ -156,6 +160,10 @@ TEST_P(OfiTransportTest, Exchange2Ranks) { runExchange({2, false}); }
 TEST_P(OfiTransportTest, Exchange4Ranks) { runExchange({4, false}); }
 TEST_P(OfiTransportTest, ReduceOnArrival2Ranks) { runExchange({2, true}); }
 TEST_P(OfiTransportTest, ReduceOnArrival3Ranks) { runExchange({3, true}); }
+// efa's memory registration (FI_MR_LOCAL), forced on providers that need none, with a cache
+// small enough to evict.
+TEST_P(OfiTransportTest, ExchangeWithRegistration3Ranks) { runExchange({3, false, true}); }
+TEST_P(OfiTransportTest, ReduceWithRegistration2Ranks) { runExchange({2, true, true}); }
 
 // Messages of one (peer, tag) match in posting order, eager and rendezvous mixed, whichever
 // arrives first; a zero-byte message is a message too.
