@@ -1,10 +1,16 @@
 # libfabric transport tests: ranks are forked processes on loopback (FI_TCP_IFACE=lo), over the
 # tcp (rxm) and shm providers. Included from tests/multirank/CMakeLists.txt.
 if(TARGET nlccl_transport_ofi AND NLCCL_WITH_OFI)
-  nlccl_test(multirank_ofi_transport_test
-             SOURCES ${CMAKE_CURRENT_LIST_DIR}/ofi_transport_test.cpp
-             DEPS nlccl_transport_ofi nlccl_transport_shm nlccl_kernels LABELS multiprocess
-             TIMEOUT 120)
+  # The measurement and the second kill / registration variants run in the slow set.
+  set(_ofi_slow "*PingPong*:*KilledPeerFailsOthers2Ranks*:*ReduceWithRegistration*")
+  add_executable(multirank_ofi_transport_test ${CMAKE_CURRENT_LIST_DIR}/ofi_transport_test.cpp)
+  target_link_libraries(multirank_ofi_transport_test PRIVATE nlccl_transport_ofi
+                        nlccl_transport_shm nlccl_kernels GTest::gtest GTest::gtest_main)
+  target_include_directories(multirank_ofi_transport_test PRIVATE ${PROJECT_SOURCE_DIR}/tests)
+  gtest_discover_tests(multirank_ofi_transport_test DISCOVERY_TIMEOUT 60
+                       TEST_FILTER "-${_ofi_slow}" PROPERTIES LABELS multiprocess TIMEOUT 120)
+  gtest_discover_tests(multirank_ofi_transport_test DISCOVERY_TIMEOUT 60
+                       TEST_FILTER "${_ofi_slow}" PROPERTIES LABELS "slow;multiprocess" TIMEOUT 300)
 endif()
 
 # Collectives over ofi in forked processes. The default run covers a few data types per
