@@ -17,6 +17,21 @@ NLCCL_API nlcclResult_t nlcclCommCuDevice(const nlcclComm_t comm, int* device) {
   });
 }
 
+NLCCL_API nlcclResult_t nlcclCommPeerTransport(const nlcclComm_t comm, int peer,
+                                               const char** name) {
+  return guard(comm ? api::toComm(comm) : nullptr, [&] {
+    API_CHECK(api::checkComm(comm, "nlcclCommPeerTransport"));
+    core::Communicator* c = api::toComm(comm);
+    API_CHECK(api::checkRank(peer, c->nranks(), "peer", "nlcclCommPeerTransport"));
+    if (name == nullptr) {
+      WARN("nlcclCommPeerTransport: name is NULL");
+      return Status::InvalidArgument;
+    }
+    *name = c->transport()->peerTransport(peer);
+    return Status::Success;
+  });
+}
+
 NLCCL_API nlcclResult_t nlcclCommRevoke(nlcclComm_t comm, int revokeFlags) {
   return guard(comm ? api::toComm(comm) : nullptr, [&] {
     API_CHECK(api::checkComm(comm, "nlcclCommRevoke"));
