@@ -15,6 +15,10 @@ plan::Plan binomialReduce(const plan::Request& req);
 /// Rabenseifner all-reduce and recursive-doubling (Bruck for non-powers of two) all-gather.
 plan::Plan rabenseifnerAllReduce(const plan::Request& req);
 plan::Plan doublingAllGather(const plan::Request& req);
+/// Concurrent direct all-to-all(v): every peer at once, at most `window` transfers in flight per
+/// rank (direct.cpp). The registry's "direct" uses kDirectWindow.
+constexpr int kDirectWindow = 64;
+plan::Plan concurrentAllToAll(const plan::Request& req, int window);
 /// Bruck all-to-all.
 plan::Plan bruckAllToAll(const plan::Request& req);
 /// Hierarchical collectives over req.groups with req.levelAlgorithms.

@@ -36,6 +36,9 @@ struct Case {
   Collective coll;
   // Expected time for p ranks and the Request's count; NaN when REFERENCE.md has no closed form.
   std::function<double(int p, size_t count)> formula;
+  /// Its transfers share ports by design (every peer at once): analytical mode, which does not
+  /// share, is only a lower bound there.
+  bool shares = false;
 };
 
 double nan() { return std::nan(""); }
@@ -63,8 +66,11 @@ const std::vector<Case>& cases() {
       {"tree", Collective::Reduce,
        [](int p, size_t c) { return pow2(p) ? ceilLg(p) * (kAlpha + c * kEs * kBeta) : nan(); }},
       {"tree", Collective::AllReduce, [](int, size_t) { return nan(); }},
-      {"direct", Collective::AllToAll,
+      {"pairwise", Collective::AllToAll,
        [](int p, size_t c) { return (p - 1) * kAlpha + (p - 1.0) / p * (c * p * kEs) * kBeta; }},
+      // Every peer at once (p - 1 within the window): one alpha, each port busy the whole time.
+      {"direct", Collective::AllToAll,
+       [](int p, size_t c) { return kAlpha + (p - 1.0) / p * (c * p * kEs) * kBeta; }, true},
       // ceil(lg p) alpha + (n/2) ceil(lg p) beta for powers of two; in general step k moves the
       // blocks whose index has bit k set (p/2 of them when p is a power of two).
       {"bruck", Collective::AllToAll,
@@ -130,7 +136,7 @@ TEST_P(Formula, RegistryPlansMatchClosedForms) {
                    std::to_string(p) + " count=" + std::to_string(count));
       if (!std::isnan(want)) {
         EXPECT_NEAR(flow.timeS, want, want * 1e-6);
-        EXPECT_NEAR(ana.timeS, want, want * 1e-6);
+        if (!cs.shares) EXPECT_NEAR(ana.timeS, want, want * 1e-6);
       } else if (count == size_t(p) * p * 16) {
         noForm += std::string(" ") + cs.algo + "/" + collectiveName(cs.coll);
       }
