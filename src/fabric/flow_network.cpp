@@ -54,6 +54,14 @@ int FlowNetwork::start(double now, const Use* uses, int n, double bytes, int64_t
   return f;
 }
 
+void FlowNetwork::extend(int f, double bytes, double now) {
+  Slot& s = flows_[f];
+  s.remaining = std::max(0.0, s.remaining - s.rate * (now - s.lastT)) + bytes;
+  s.lastT = now;
+  ++s.version;
+  if (!s.fresh) heap_.push({s.rate > 0 ? now + s.remaining / s.rate : kInf, f, s.version});
+}
+
 void FlowNetwork::remove(int f) {
   Slot& s = flows_[f];
   for (size_t i = 0; i < s.uses.size(); ++i) {
@@ -146,6 +154,8 @@ void FlowNetwork::fill(double now) {
       push({lvl, r});
       continue;
     }
+    // Fixing flows only raises the other resources' levels, so their keys (lower bounds) stay
+    // in the heap and are refreshed when they come out stale (above): no push per flow.
     for (int f : flowsOn_[r]) {
       if (flowMark_[f] != epoch_ || fixed_[f]) continue;
       fixed_[f] = 1;
@@ -153,7 +163,6 @@ void FlowNetwork::fill(double now) {
       for (const Use& u : flows_[f].uses) {
         fixedUse_[u.res] += u.coef * lvl;
         count_[u.res] -= u.coef;
-        if (u.res != r && count_[u.res] > kTiny) push({levelOf(u.res), u.res});
       }
     }
     count_[r] = 0;

@@ -25,6 +25,9 @@ class FlowNetwork {
   /// Starts a flow of `bytes` at time `now` over `uses` (no rate until the next solve()).
   /// A flow without uses has infinite rate and finishes at once. Returns the flow id.
   int start(double now, const Use* uses, int n, double bytes, int64_t tag);
+  /// Adds `bytes` to active flow `flow` at time `now` (its rate stays: max-min does not depend
+  /// on sizes), moving its finish.
+  void extend(int flow, double bytes, double now);
   /// Re-solves the rates of every flow affected by starts/finishes since the last solve().
   void solve(double now);
   /// Earliest finish time among active flows (infinity if none).
