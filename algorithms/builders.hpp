@@ -7,7 +7,7 @@
 namespace nlccl::algo {
 
 /// Double binary tree all-reduce: tree t carries half t of the buffer on channel t, each pipelined
-/// in `chunks` chunks (0: pattern::treeChunks of the half).
+/// in `chunks` chunks (0: one; the compiled loops pipeline it).
 plan::Plan treeAllReduce(const plan::Request& req, int chunks = 0);
 /// Binomial-tree broadcast and reduce rooted at req.root.
 plan::Plan binomialBroadcast(const plan::Request& req);

@@ -296,19 +296,21 @@ void appendTreeAllReduce(Plan& p, int ch, const std::vector<int>& members, const
         push(p, me, ch, std::move(st));
       }
     } else {
-      for (int k = 0; k <= c; ++k) {
+      // Both children's data is reduced on arrival (DESIGN.md 2.3: never a separate pass over
+      // memory): the first child's chunk k into chunk k with src (RecvReduceCopy), the second
+      // child's one step later into the same chunk, and the chunk goes up the step after: three
+      // transfers in flight per step, as the single pass with a scratch buffer had.
+      const int lag = kids.size() == 2 ? 1 : 0;
+      for (int k = 0; k <= c + lag; ++k) {
         Step st;
-        if (k < c && chunk(k).count > 0) {
+        if (k < c) {
           if (chunk(k) == own(k))
             st.transfers.push_back(recvReduce(kids[0], chunk(k)));
           else
             st.transfers.push_back(recvReduceCopy(kids[0], chunk(k), own(k)));
-          if (kids.size() == 2) {
-            xfer(st, XferKind::Recv, kids[1], scr(k));
-            st.locals.push_back({LocalKind::Reduce, scr(k), chunk(k)});
-          }
         }
-        if (parent >= 0 && k > 0) xfer(st, XferKind::Send, parent, chunk(k - 1));
+        if (lag && k >= 1 && k <= c) xfer(st, XferKind::RecvReduce, kids[1], chunk(k - 1));
+        if (parent >= 0 && k > lag) xfer(st, XferKind::Send, parent, chunk(k - 1 - lag));
         push(p, me, ch, std::move(st));
       }
     }

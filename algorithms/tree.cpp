@@ -12,9 +12,11 @@ Plan treeAllReduce(const plan::Request& req, int chunks) {
   const Region half[2] = {plan::out(0, h0), plan::out(h0, n - h0)};
   const auto all = pattern::iota(req.nranks);
   for (int t = 0; t < 2; ++t) {
-    const int c = static_cast<int>(
-        std::min<size_t>(chunks > 0 ? static_cast<size_t>(chunks) : pattern::treeChunks(half[t].count),
-                         std::max<size_t>(half[t].count, 1)));
+    // The Plan is pipelinable: the compiled loops cut it into slices and pipeline them through
+    // the tree as NCCL's chunk loop does, so by default it is not chunked again inside (that
+    // would multiply the messages by the chunk count for a pipeline of the same depth).
+    const int c = static_cast<int>(std::min<size_t>(chunks > 0 ? static_cast<size_t>(chunks) : 1,
+                                                    std::max<size_t>(half[t].count, 1)));
     // Leaves send from Input and interior nodes fold Input into their first child's data as it
     // arrives (RecvReduceCopy): no copy before communicating. A single rank only copies.
     const Region src = req.inPlace ? half[t] : plan::in(half[t].offset, half[t].count);
