@@ -61,7 +61,8 @@ int main(int argc, char** argv) {
   double alphaUs = -1, bwGBps = -1, launchUs = -1;
   int64_t chunkBytes = -1;
   std::vector<std::string> sets;
-  bool dumpTopology = false, listPresets = false, verbose = false;
+  bool dumpTopology = false, listPresets = false, verbose = false, fullRanks = false;
+  double windowBytes = -1;
   int showLinks = 0;
   app.add_option("collective", collName,
                  "allreduce, allgather, reducescatter, broadcast, reduce, alltoall");
@@ -92,6 +93,10 @@ int main(int argc, char** argv) {
   app.add_option("--groups", groupsArg, "hier: group sizes innermost first, e.g. 4,18,2");
   app.add_option("--level-algos", levelAlgosArg, "hier: algorithm per level, e.g. ring,rhd");
   app.add_option("--links", showLinks, "print the N most loaded links of the largest size");
+  app.add_flag("--all-ranks", fullRanks,
+               "simulate every rank (no reduced form on representatives of symmetric classes)");
+  app.add_option("--window-bytes", windowBytes,
+                 "bytes in flight per pair ahead of posted receives (default: the topology's)");
   app.add_flag("-v,--verbose", verbose, "print simulation wall time and events per size");
   app.add_flag("--dump-topology", dumpTopology, "print the resolved topology JSON and exit");
   app.add_flag("--list-presets", listPresets, "list compiled-in presets and exit");
@@ -161,6 +166,8 @@ int main(int argc, char** argv) {
   opts.chunkBytes = chunkBytes;
   opts.maxLoops = maxLoops;
   opts.launchOverheadS = launchUs >= 0 ? launchUs * 1e-6 : -1;
+  opts.reduce = !fullRanks;
+  opts.pairWindowBytes = windowBytes;
   sim::CollectiveRun run;
   run.collective = coll;
   const std::vector<std::string> valid = sim::algorithms(coll);  // the default first
@@ -223,8 +230,10 @@ int main(int argc, char** argv) {
                 dataTypeName(opts.dtype), reducing(coll) ? redOpName(op) : "none",
                 rooted(coll) ? root : -1, r.timeS * 1e6, r.algbwGBps, r.busbwGBps, "N/A");
     if (verbose)
-      std::printf("#   loops %d, transfers %zu, events %zu, wall %.3f s (%.3g events/s)\n", r.loops,
-                  r.transfers, r.events, r.wallS, r.wallS > 0 ? r.events / r.wallS : 0.0);
+      std::printf("#   loops %d, transfers %zu, events %zu, ranks simulated %d of %d%s, wall %.3f s "
+                  "(%.3g events/s)\n", r.loops, r.transfers, r.events, r.simulatedRanks,
+                  run.nranks, r.countMismatches ? " (blocks uneven by <= 1 element)" : "", r.wallS,
+                  r.wallS > 0 ? r.events / r.wallS : 0.0);
     busSum += r.busbwGBps;
     ++nSizes;
     records.push_back({{"collective", collectiveName(coll)}, {"algorithm", r.algorithm},
@@ -234,7 +243,9 @@ int main(int argc, char** argv) {
                        {"redop", redOpName(op)}, {"root", rooted(coll) ? root : -1},
                        {"time_us", r.timeS * 1e6}, {"algbw_GBps", r.algbwGBps},
                        {"busbw_GBps", r.busbwGBps}, {"loops", r.loops},
-                       {"transfers", r.transfers}, {"events", r.events}, {"wall_s", r.wallS}});
+                       {"transfers", r.transfers}, {"events", r.events},
+                       {"simulated_ranks", r.simulatedRanks},
+                       {"count_mismatches", r.countMismatches}, {"wall_s", r.wallS}});
     if (i + 1 == sizes.size()) last = std::move(r);
   }
   std::printf("# Out of bounds values : 0 OK\n");

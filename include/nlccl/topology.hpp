@@ -126,6 +126,9 @@ class NLCCL_MODEL_API Topology {
 
   /// Defaults the simulator takes from the topology file.
   double launchOverheadS() const { return launchOverheadS_; }
+  /// Bytes a sender may have in flight to one receiver ahead of the receives it posted (the
+  /// transport's buffer per pair and channel); infinity when the file does not say (eager).
+  double pairWindowBytes() const { return pairWindowBytes_; }
   size_t chunkBytes() const { return chunkBytes_; }
   /// True for `flat:<p>` (no slicing by default, no engine limits).
   bool isFlat() const { return flat_; }
@@ -141,6 +144,7 @@ class NLCCL_MODEL_API Topology {
   int numNodes_ = 0;
   int ranksPerChip_ = 1;
   double launchOverheadS_ = 0;
+  double pairWindowBytes_ = kInfinite;
   size_t chunkBytes_ = 0;
   bool flat_ = false;
   // Lookup tables (see topology.cpp): per level, first link id of each port family.

@@ -51,6 +51,8 @@ Status TopologyBuilder::build(const json& doc, Topology* t, std::string* error) 
   double launchUs = 0;
   if (!readFigure(doc, "launch_overhead_us", 1.0, &launchUs, error)) return Status::InvalidArgument;
   t->launchOverheadS_ = launchUs * 1e-6;
+  if (!readFigure(doc, "pair_window_bytes", 1.0, &t->pairWindowBytes_, error))
+    return Status::InvalidArgument;
   const json chunk = doc.value("chunk_bytes", json(0));
   if (!chunk.is_number_unsigned() && !chunk.is_number_integer())
     return fail(error, "chunk_bytes must be an integer");

@@ -1,7 +1,9 @@
 // simulateCollective: a collective by algorithm name, through the algorithm registry. A separate
 // library (nlccl_sim_collective) so that nlccl_sim itself depends only on plan and fabric.
 #include "algorithms/algorithms.hpp"
+#include "sim/quotient.hpp"
 #include "sim/simulate.hpp"
+#include "util/log.hpp"
 #include "util/dtype.hpp"
 
 namespace nlccl::sim {
@@ -44,14 +46,49 @@ Status simulateCollective(const fabric::Topology& topo, const CollectiveRun& run
   const std::string name = run.algorithm.empty() ? algo::defaultAlgorithm(run.collective)
                                                  : run.algorithm;
   std::string err;
-  std::optional<plan::Plan> plan = algo::build(req, name, &err);
-  if (!plan) {
+  if (algo::find(name, req.collective) == nullptr || !algo::build([&] {
+        plan::Request probe = req;  // validates the name and the request on one rank
+        probe.onlyRanks = {0};
+        return probe;
+      }(), name, &err)) {
     if (error) *error = err;
     return Status::InvalidArgument;
   }
+  // Programs are built a batch of ranks at a time and compiled at once, so no whole Plan is
+  // held; a symmetric collective builds only its representatives.
+  auto builder = [&](const std::vector<int>& ranks, plan::Plan* plan, std::string* e) {
+    plan::Request part = req;
+    part.onlyRanks = ranks;
+    std::optional<plan::Plan> built = algo::build(part, name, e);
+    if (!built) return Status::InvalidArgument;
+    *plan = std::move(*built);
+    return Status::Success;
+  };
+  constexpr size_t kBatch = 32;
+  const plan::Symmetry sym = opts.reduce ? fabricSymmetry(topo, algo::symmetryOf(req, name),
+                                                          req.nranks)
+                                         : plan::Symmetry{};
+  std::shared_ptr<const plan::CompiledPlan> cp;
+  plan::CompileReport report;
+  Status s = plan::CompiledPlan::compileRanks(req.nranks, sym, builder, kBatch, &cp, &err, &report);
+  if (s != Status::Success && !sym.trivial()) {
+    // Not symmetric after all (blocks so small that some are empty on some ranks only): every
+    // rank, then (the Plan is small at such sizes).
+    INFO(log::kSim, "no reduced form for %s %s (%s): simulating every rank", name.c_str(),
+         collectiveName(req.collective), err.c_str());
+    report = {};
+    s = plan::CompiledPlan::compileRanks(req.nranks, {}, builder, kBatch, &cp, &err, &report);
+  }
+  if (s != Status::Success) {
+    if (error) *error = err;
+    return s;
+  }
   Options o = opts;
   if (o.totalBytes == 0) o.totalBytes = totalBytes(req, es);
-  return simulate(topo, *plan, o, out, error);
+  NLCHECK(simulate(topo, *cp, o, out, error));
+  out->countMismatches = report.countMismatches;
+  out->maxCountDifference = report.maxCountDifference;
+  return Status::Success;
 }
 
 }  // namespace nlccl::sim
