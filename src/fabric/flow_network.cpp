@@ -34,6 +34,8 @@ int FlowNetwork::start(double now, const Use* uses, int n, double bytes, int64_t
     flowMark_.push_back(0);
     fixed_.push_back(0);
     newRate_.push_back(0);
+    heapPos_.push_back(-1);
+    finish_.push_back(kInf);
   }
   Slot& s = flows_[f];
   s.uses.assign(uses, uses + n);
@@ -59,7 +61,7 @@ void FlowNetwork::extend(int f, double bytes, double now) {
   s.remaining = std::max(0.0, s.remaining - s.rate * (now - s.lastT)) + bytes;
   s.lastT = now;
   ++s.version;
-  if (!s.fresh) heap_.push({s.rate > 0 ? now + s.remaining / s.rate : kInf, f, s.version});
+  if (!s.fresh) schedule(f, s.rate > 0 ? now + s.remaining / s.rate : kInf);
 }
 
 void FlowNetwork::remove(int f) {
@@ -91,6 +93,7 @@ void FlowNetwork::remove(int f) {
   s.fresh = false;
   ++s.version;
   --active_;
+  unschedule(f);
   free_.push_back(f);
 }
 
@@ -177,7 +180,7 @@ void FlowNetwork::fill(double now) {
       s.rate = nr;
       s.fresh = false;
       ++s.version;
-      heap_.push({nr > 0 ? now + s.remaining / nr : kInf, f, s.version});
+      schedule(f, nr > 0 ? now + s.remaining / nr : kInf);
     }
   }
   for (int r : compRes_) peak_[r] = std::max(peak_[r], load_[r] / cap_[r]);
@@ -195,7 +198,7 @@ void FlowNetwork::solve(double now) {
       s.rate = kInf;
       s.fresh = false;
       ++s.version;
-      heap_.push({now, f, s.version});
+      schedule(f, now);
       continue;
     }
     flowMark_[f] = epoch_;
@@ -212,7 +215,7 @@ void FlowNetwork::solve(double now) {
       s.rate = rate;
       s.fresh = false;
       ++s.version;
-      heap_.push({now + s.remaining / rate, f, s.version});
+      schedule(f, now + s.remaining / rate);
       continue;
     }
     comp_.push_back(f);
@@ -247,27 +250,68 @@ void FlowNetwork::solve(double now) {
   }
 }
 
-double FlowNetwork::nextFinish() {
-  while (!heap_.empty()) {
-    const Pending& p = heap_.top();
-    if (flows_[p.flow].active && flows_[p.flow].version == p.version) return p.t;
-    heap_.pop();
+void FlowNetwork::siftUp(size_t i) {
+  const int f = heap_[i];
+  while (i > 0) {
+    const size_t up = (i - 1) / 2;
+    if (finish_[heap_[up]] <= finish_[f]) break;
+    heap_[i] = heap_[up];
+    heapPos_[heap_[i]] = static_cast<int>(i);
+    i = up;
   }
-  return kInf;
+  heap_[i] = f;
+  heapPos_[f] = static_cast<int>(i);
 }
+
+void FlowNetwork::siftDown(size_t i) {
+  const int f = heap_[i];
+  const size_t n = heap_.size();
+  for (;;) {
+    size_t c = 2 * i + 1;
+    if (c >= n) break;
+    if (c + 1 < n && finish_[heap_[c + 1]] < finish_[heap_[c]]) ++c;
+    if (finish_[heap_[c]] >= finish_[f]) break;
+    heap_[i] = heap_[c];
+    heapPos_[heap_[i]] = static_cast<int>(i);
+    i = c;
+  }
+  heap_[i] = f;
+  heapPos_[f] = static_cast<int>(i);
+}
+
+void FlowNetwork::schedule(int f, double t) {
+  finish_[f] = t;
+  if (heapPos_[f] < 0) {
+    heap_.push_back(f);
+    siftUp(heap_.size() - 1);
+    return;
+  }
+  const size_t i = static_cast<size_t>(heapPos_[f]);
+  siftUp(i);
+  siftDown(static_cast<size_t>(heapPos_[f]));
+}
+
+void FlowNetwork::unschedule(int f) {
+  const int pos = heapPos_[f];
+  if (pos < 0) return;
+  heapPos_[f] = -1;
+  const int last = heap_.back();
+  heap_.pop_back();
+  if (last == f) return;
+  heap_[static_cast<size_t>(pos)] = last;
+  heapPos_[last] = pos;
+  siftUp(static_cast<size_t>(pos));
+  siftDown(static_cast<size_t>(heapPos_[last]));
+}
+
+double FlowNetwork::nextFinish() { return heap_.empty() ? kInf : finish_[heap_.front()]; }
 
 void FlowNetwork::popFinished(double t, std::vector<int64_t>* done) {
   const double limit = t + std::abs(t) * 1e-12;
-  while (!heap_.empty()) {
-    const Pending p = heap_.top();
-    if (!flows_[p.flow].active || flows_[p.flow].version != p.version) {
-      heap_.pop();
-      continue;
-    }
-    if (p.t > limit) break;
-    heap_.pop();
-    done->push_back(flows_[p.flow].tag);
-    remove(p.flow);
+  while (!heap_.empty() && finish_[heap_.front()] <= limit) {
+    const int f = heap_.front();
+    done->push_back(flows_[f].tag);
+    remove(f);
   }
 }
 

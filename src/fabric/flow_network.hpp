@@ -55,12 +55,6 @@ class FlowNetwork {
     bool fresh = false;   // started since the last solve
     int64_t tag = 0;
   };
-  struct Pending {
-    double t;
-    int flow;
-    uint32_t version;
-    bool operator>(const Pending& o) const { return t > o.t; }
-  };
 
   bool tight(int r) const { return load_[r] >= cap_[r] * (1 - 1e-9); }
   void remove(int f);
@@ -71,7 +65,16 @@ class FlowNetwork {
   std::vector<std::vector<int>> flowsOn_;
   std::vector<Slot> flows_;
   std::vector<int> free_;
-  std::priority_queue<Pending, std::vector<Pending>, std::greater<>> heap_;
+  // Finish times of the flows with a rate: an indexed binary min-heap, one entry per flow, moved
+  // in place when a rate changes (no stale entries pile up: a million-flow all-to-all re-rates
+  // thousands of flows per event).
+  std::vector<int> heap_;       // flow ids
+  std::vector<int> heapPos_;    // per flow: its index in heap_, -1 when absent
+  std::vector<double> finish_;  // per flow
+  void schedule(int f, double t);
+  void unschedule(int f);
+  void siftUp(size_t i);
+  void siftDown(size_t i);
   size_t active_ = 0;
   // Solve scratch: seeds since the last solve, the component, marks by epoch.
   std::vector<int> seedFlows_, seedRes_;
