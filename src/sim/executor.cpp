@@ -105,6 +105,8 @@ class Executor {
   void posted(int d, double t);
   void drain(int pair, double t);
   void unlink(int m);
+  void account(int x, double bytes);
+  void routeOf(int x);
   void startFlow(int x, int k, double t, double bytes, double eagerFrom = -1, double eager = 0);
   void sendEager(int m, int k, double free, double t);
   void dataDone(int64_t tag, double t);
@@ -363,8 +365,13 @@ void Executor::posted(int d, double t) {
     if (mr.eager == 0) {
       startFlow(x, j, t, bytes);
     } else if (opts_.mode == Mode::Flow) {
-      if (mr.flow >= 0) net_.extend(mr.flow, rest, t);  // still sending: it just goes on
-      else startFlow(x, j, t, rest);
+      if (mr.flow >= 0) {  // still sending: it just goes on
+        net_.extend(mr.flow, rest, t);
+        routeOf(x);
+        account(x, rest);
+      } else {
+        startFlow(x, j, t, rest);
+      }
     } else {
       startFlow(x, j, t, bytes, mr.readyT, mr.eager);  // no sharing: see startFlow
     }
@@ -396,8 +403,7 @@ void Executor::startFlow(int x, int k, double t, double bytes, double eagerFrom,
   XferRec& xr = xfers_[x];
   const int srcChip = topo_.chipOfRank(rankOf(x));
   const int dstChip = topo_.chipOfRank(cp_.xfers()[x].target());
-  routeScratch_.clear();
-  topo_.routeLinks(srcChip, dstChip, &routeScratch_);
+  routeOf(x);
   if (xr.latency < 0) {
     double lat = srcChip == dstChip ? topo_.chip().localLatencyS : 0.0;
     for (int l : routeScratch_) lat += topo_.links()[l].latencyS;
@@ -405,13 +411,12 @@ void Executor::startFlow(int x, int k, double t, double bytes, double eagerFrom,
   }
   if (opts_.trace) sendStart_[x] = eagerFrom >= 0 ? eagerFrom : t;
   ++flows_;
-  rankBytes_[rankOf(x)] += bytes;
+  account(x, bytes);
   useScratch_.clear();
   // Each representative link (chip) stands for its orbit; a flow counts on it `weight` times.
   for (int l : routeScratch_) {
     const int q = quotient_.link(l);
     const double w = quotient_.linkWeight(l);
-    linkBytes_[q] += bytes * w;
     if (const int r = linkRes(q); r >= 0) {
       auto it = std::find_if(useScratch_.begin(), useScratch_.end(),
                              [r](const Use& u) { return u.res == r; });
@@ -447,6 +452,19 @@ void Executor::startFlow(int x, int k, double t, double bytes, double eagerFrom,
   if (eagerFrom >= 0 && std::isfinite(rate))
     done = std::max(eagerFrom + bytes / rate, t + (bytes - eager) / rate);
   queue_.push({done, 0, 0, tag});
+}
+
+void Executor::routeOf(int x) {
+  routeScratch_.clear();
+  topo_.routeLinks(topo_.chipOfRank(rankOf(x)), topo_.chipOfRank(cp_.xfers()[x].target()),
+                   &routeScratch_);
+}
+
+// Bytes of transfer x on its rank and on every link of its route (routeScratch_: routeOf); a
+// representative link carries them `weight` times.
+void Executor::account(int x, double bytes) {
+  rankBytes_[rankOf(x)] += bytes;
+  for (int l : routeScratch_) linkBytes_[quotient_.link(l)] += bytes * quotient_.linkWeight(l);
 }
 
 void Executor::dataDone(int64_t tag, double t) {
