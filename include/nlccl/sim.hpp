@@ -96,7 +96,8 @@ struct Result {
 };
 
 /// nccl-tests' busbw factor: all-reduce 2(p-1)/p; all-gather, reduce-scatter, all-to-all(v)
-/// (p-1)/p; broadcast, reduce, send/recv 1.
+/// (p-1)/p; broadcast, reduce, send/recv 1. (For all-to-all-v, S is the matrix total over p:
+/// one rank's mean buffer, as nccl-tests' alltoallv sizes it.)
 NLCCL_MODEL_API double busbwFactor(Collective c, int nranks);
 
 /// A collective to simulate by algorithm name.

@@ -293,3 +293,32 @@ TEST(SimUs144, HierFollowsTheLayersAndDoesNotContend) {
 }
 
 }  // namespace
+
+namespace {
+
+// busbw of all-to-all-v as nccl-tests computes it for alltoallv: S is one rank's buffer (the
+// matrix total over p), so a uniform matrix reports what all-to-all with that count does; the
+// whole matrix's bytes would be p times too much.
+TEST(Busbw, AllToAllvCountsOneRanksBufferAsNcclTestsDoes) {
+  for (int p : {4, 8}) {
+    const auto topo = flat(p);
+    const size_t count = 1024;
+    sim::CollectiveRun a2a;
+    a2a.collective = Collective::AllToAll;
+    a2a.algorithm = "direct";
+    a2a.bytes = count * p * kEs;
+    sim::CollectiveRun a2av = a2a;
+    a2av.collective = Collective::AllToAllv;
+    a2av.matrix.assign(static_cast<size_t>(p) * p, count);
+    sim::Result x, y;
+    std::string err;
+    ASSERT_EQ(sim::simulateCollective(topo, a2a, {}, &x, &err), Status::Success) << err;
+    ASSERT_EQ(sim::simulateCollective(topo, a2av, {}, &y, &err), Status::Success) << err;
+    EXPECT_EQ(y.bytes, count * p * kEs);
+    EXPECT_NEAR(y.timeS, x.timeS, x.timeS * 1e-12);
+    EXPECT_NEAR(y.busbwGBps, x.busbwGBps, x.busbwGBps * 1e-12);
+    EXPECT_NEAR(y.busbwGBps, y.algbwGBps * (p - 1.0) / p, 1e-9);
+  }
+}
+
+}  // namespace
