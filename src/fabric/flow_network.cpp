@@ -23,7 +23,19 @@ int FlowNetwork::addResource(double capacity) {
   return static_cast<int>(cap_.size()) - 1;
 }
 
-int FlowNetwork::start(double now, const Use* uses, int n, double bytes, int64_t tag) {
+int FlowNetwork::start(double now, const Use* uses, int n, double bytes, int64_t tag,
+                       double capBps) {
+  int capRes = -1;
+  if (capBps < std::numeric_limits<double>::infinity()) {
+    // A private resource of the cap's size makes the cap one more constraint of max-min.
+    std::vector<int>& idle = capPool_[capBps];
+    if (idle.empty()) {
+      capRes = addResource(capBps);
+    } else {
+      capRes = idle.back();
+      idle.pop_back();
+    }
+  }
   int f;
   if (!free_.empty()) {
     f = free_.back();
@@ -39,10 +51,15 @@ int FlowNetwork::start(double now, const Use* uses, int n, double bytes, int64_t
   }
   Slot& s = flows_[f];
   s.uses.assign(uses, uses + n);
+  if (capRes >= 0) {
+    s.uses.push_back({capRes, 1.0});
+    ++n;
+  }
+  s.capRes = capRes;
   s.pos.resize(n);
   for (int i = 0; i < n; ++i) {
-    s.pos[i] = static_cast<int>(flowsOn_[uses[i].res].size());
-    flowsOn_[uses[i].res].push_back(f);
+    s.pos[i] = static_cast<int>(flowsOn_[s.uses[i].res].size());
+    flowsOn_[s.uses[i].res].push_back(f);
   }
   s.remaining = bytes;
   s.rate = 0;
@@ -94,6 +111,8 @@ void FlowNetwork::remove(int f) {
   ++s.version;
   --active_;
   unschedule(f);
+  if (s.capRes >= 0) capPool_[cap_[s.capRes]].push_back(s.capRes);
+  s.capRes = -1;
   free_.push_back(f);
 }
 

@@ -94,6 +94,11 @@ Status TopologyBuilder::build(const json& doc, Topology* t, std::string* error) 
       if (prod != l.size || l.dims.empty())
         return fail(error, "level " + l.name + ": product of dims must equal size");
     }
+    l.ports = lj.value("ports", 1);
+    l.stripe = lj.value("stripe", true);
+    if (l.ports < 1) return fail(error, "level " + l.name + ": ports must be >= 1");
+    if (l.ports > 1 && !(l.kind == LevelKind::Switch && l.attachChip))
+      return fail(error, "level " + l.name + ": ports apply to a switch level chips attach to");
     double us = 0;
     if (!readFigure(lj, "bw_GBps", 1e9, &l.bwBps, error) ||
         !readFigure(lj, "latency_us", 1.0, &us, error))
@@ -121,7 +126,7 @@ Status TopologyBuilder::build(const json& doc, Topology* t, std::string* error) 
   t->portsPerChip_.assign(nl, 0);
   int node = t->numChips_;
   auto addLink = [&](int from, int to, double bw, double lat, int level) {
-    t->links_.push_back(Link{from, to, bw, lat, level});
+    t->links_.push_back(Link{from, to, bw, lat, level, t->levels_[level].ports});
   };
   for (int L = 0; L < nl; ++L) {
     const Level& l = t->levels_[L];

@@ -434,12 +434,14 @@ void Executor::startFlow(int x, int k, double t, double bytes, double eagerFrom,
       useScratch_.push_back({r, cw * coef});
   }
   const int64_t tag = static_cast<int64_t>(x) * loops_ + k;
+  const double cap = topo_.transferCapBps(routeScratch_);  // one port where ports do not stripe
   if (opts_.mode == Mode::Flow) {
-    lastFlow_ = net_.start(t, useScratch_.data(), static_cast<int>(useScratch_.size()), bytes, tag);
+    lastFlow_ = net_.start(t, useScratch_.data(), static_cast<int>(useScratch_.size()), bytes, tag,
+                           cap);
     return;
   }
-  // Analytical: the uncontended rate of the path (links, DMA, HBM), no sharing.
-  double rate = kInf;
+  // Analytical: the uncontended rate of the path (links, DMA, HBM, port), no sharing.
+  double rate = cap;
   for (const Use& u : useScratch_) rate = std::min(rate, net_.capacity(u.res) / u.coef);
   for (int l : routeScratch_) {
     const double bw = topo_.links()[l].bwBps;
