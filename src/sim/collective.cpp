@@ -46,18 +46,15 @@ Status simulateCollective(const fabric::Topology& topo, const CollectiveRun& run
   const std::string name = run.algorithm.empty() ? algo::defaultAlgorithm(run.collective)
                                                  : run.algorithm;
   std::string err;
-  if (algo::find(name, req.collective) == nullptr || !algo::build([&] {
-        plan::Request probe = req;  // validates the name and the request on one rank
-        probe.onlyRanks = {0};
-        return probe;
-      }(), name, &err)) {
+  if (algo::find(name, req.collective) == nullptr) {
+    algo::build(req, name, &err);  // for its message, which lists the valid names
     if (error) *error = err;
     return Status::InvalidArgument;
   }
   // Programs are built a batch of ranks at a time and compiled at once, so no whole Plan is
   // held; a symmetric collective builds only its representatives.
+  plan::Request part = req;  // one copy (an all-to-all-v matrix can be p^2 entries), reused
   auto builder = [&](const std::vector<int>& ranks, plan::Plan* plan, std::string* e) {
-    plan::Request part = req;
     part.onlyRanks = ranks;
     std::optional<plan::Plan> built = algo::build(part, name, e);
     if (!built) return Status::InvalidArgument;
