@@ -28,10 +28,14 @@ void push(Plan& p, int rank, int ch, Step&& s) {
 }
 
 void local(Plan& p, int rank, int ch, LocalKind kind, const Region& src, const Region& dst) {
-  if (src.count == 0 || src == dst) return;  // an in-place copy onto itself is a no-op
-  Step s;
-  s.locals.push_back({kind, src, dst});
-  push(p, rank, ch, std::move(s));
+  if (src.count == 0 || src == dst || !p.builds(rank)) return;  // a copy onto itself is a no-op
+  // As push() merges a locals-only step, without building one (all-to-all staging adds p ops
+  // per rank).
+  auto& chans = p.ranks[static_cast<size_t>(rank)].channels;
+  if (chans.size() <= static_cast<size_t>(ch)) chans.resize(static_cast<size_t>(ch) + 1);
+  auto& steps = chans[static_cast<size_t>(ch)].steps;
+  if (steps.empty()) steps.emplace_back();
+  steps.back().locals.push_back({kind, src, dst});
 }
 
 Plan shell(const plan::Request& req, const char* algorithm, int channels) {

@@ -57,13 +57,12 @@ struct XferRec {
 
 // Flow control, per message (loops are sent and posted in order) and per pair.
 struct MsgRec {
+  double eager = 0;   // bytes of waitLoop sent ahead of its receive
   int sent = 0;       // loops handed to the fabric whole
   int waitLoop = -1;  // the loop not yet handed whole: queued, or partly sent (eager > 0)
-  double eager = 0;   // bytes of waitLoop sent ahead of its receive
-  int flow = -1;      // flow mode: the flow carrying them while it runs
-  double readyT = 0;  // analytical mode: when they left
-  bool queued = false;
+  int flow = -1;      // flow mode: the flow carrying them while it runs; analytical: readyT_
   int prev = -1, next = -1;  // the pair's FIFO of messages waiting for room
+  bool queued = false;
 };
 struct PairRec {
   double unexpected = 0;  // bytes in flight ahead of posted receives
@@ -132,6 +131,7 @@ class Executor {
   std::vector<XferRec> xfers_;
   std::vector<MsgRec> msgs_;
   std::vector<PairRec> pairs_;
+  std::vector<double> readyT_;  // analytical mode: start times of partly sent messages
   std::vector<double> rankFinish_;
   std::vector<double> rankBytes_;
   std::vector<double> sendStart_;  // per transfer, only when tracing
@@ -330,7 +330,8 @@ void Executor::sendEager(int m, int k, double free, double t) {
     startFlow(x, k, t, free);
     mr.flow = lastFlow_;
   } else {
-    mr.readyT = t;
+    mr.flow = static_cast<int>(readyT_.size());  // analytical: when the eager part left
+    readyT_.push_back(t);
   }
 }
 
@@ -373,7 +374,7 @@ void Executor::posted(int d, double t) {
         startFlow(x, j, t, rest);
       }
     } else {
-      startFlow(x, j, t, bytes, mr.readyT, mr.eager);  // no sharing: see startFlow
+      startFlow(x, j, t, bytes, readyT_[static_cast<size_t>(mr.flow)], mr.eager);  // see startFlow
     }
     mr.waitLoop = -1;
     mr.eager = 0;
