@@ -210,6 +210,12 @@ void FlowNetwork::solve(double now) {
   ++epoch_;
   comp_.clear();
   compRes_.clear();
+  // While the allocation is max-min (no flow has left since the last solve, every new flow so
+  // far placed), a new flow may be placed without re-solving anyone: it takes the tightest
+  // residual x of its resources, which is max-min again if no flow on a resource it saturates
+  // goes faster than x (it is bottlenecked there, the others keep their bottlenecks: it uses no
+  // saturated resource). Otherwise it and the flows after it are solved with their components.
+  bool place = seedRes_.empty();
   for (int f : seedFlows_) {
     Slot& s = flows_[f];
     if (!s.active || !s.fresh || flowMark_[f] == epoch_) continue;
@@ -236,6 +242,33 @@ void FlowNetwork::solve(double now) {
       ++s.version;
       schedule(f, now + s.remaining / rate);
       continue;
+    }
+    if (place) {
+      double x = kInf;
+      for (const Use& u : s.uses) x = std::min(x, std::max(0.0, cap_[u.res] - load_[u.res]) / u.coef);
+      bool ok = x > 0 && std::isfinite(x);
+      for (size_t i = 0; ok && i < s.uses.size(); ++i) {
+        const Use& u = s.uses[i];
+        if (std::max(0.0, cap_[u.res] - load_[u.res]) / u.coef > x * (1 + 1e-12)) continue;
+        for (int g : flowsOn_[u.res])
+          if (g != f && flows_[g].rate > x * (1 + 1e-9)) {
+            ok = false;
+            break;
+          }
+      }
+      if (ok) {
+        for (const Use& u : s.uses) {
+          load_[u.res] += u.coef * x;
+          peak_[u.res] = std::max(peak_[u.res], load_[u.res] / cap_[u.res]);
+        }
+        s.rate = x;
+        s.fresh = false;
+        ++s.version;
+        schedule(f, now + s.remaining / x);
+        flowMark_[f] = epoch_ - 1;  // a later flow's component may still take it in
+        continue;
+      }
+      place = false;
     }
     comp_.push_back(f);
     for (const Use& u : s.uses) collect(u.res, false);
