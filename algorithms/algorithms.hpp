@@ -34,7 +34,8 @@ const Entry* find(std::string_view name, Collective c);
 /// Comma-separated names valid for `c` (for error messages), e.g. "ring, tree, rhd, hier".
 std::string validNames(Collective c);
 
-/// The default algorithm name for `c` (ring for reductions and gathers, direct for all-to-all).
+/// The default algorithm name for `c` (ring for reductions and all-gather, direct for all-to-all,
+/// gather and scatter).
 const char* defaultAlgorithm(Collective c);
 
 /// The symmetry of `name`'s Plans for `req` (trivial when it declares none).

@@ -10,7 +10,8 @@ const std::vector<Entry>& registry() {
   static const std::vector<Entry> all = [] {
     std::vector<Entry> v;
     for (auto family :
-         {ringEntries, directEntries, treeEntries, rhdEntries, hierEntries, bruckEntries}) {
+         {ringEntries, directEntries, treeEntries, rhdEntries, hierEntries, bruckEntries,
+          rootedEntries}) {
       std::vector<Entry> e = family();
       v.insert(v.end(), e.begin(), e.end());
     }
@@ -36,7 +37,10 @@ std::string validNames(Collective c) {
 }
 
 const char* defaultAlgorithm(Collective c) {
-  return c == Collective::AllToAll || c == Collective::AllToAllv ? "direct" : "ring";
+  return c == Collective::AllToAll || c == Collective::AllToAllv || c == Collective::Gather ||
+                 c == Collective::Scatter
+             ? "direct"
+             : "ring";
 }
 
 plan::Symmetry symmetryOf(const plan::Request& req, std::string_view name) {

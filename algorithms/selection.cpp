@@ -11,7 +11,8 @@ namespace {
 
 constexpr Collective kSelectable[] = {
     Collective::AllReduce, Collective::AllGather, Collective::ReduceScatter, Collective::Broadcast,
-    Collective::Reduce,    Collective::AllToAll,  Collective::AllToAllv};
+    Collective::Reduce,    Collective::AllToAll,  Collective::AllToAllv, Collective::Gather,
+    Collective::Scatter};
 
 std::string normalize(std::string_view s) {
   std::string r;

@@ -1,6 +1,9 @@
 // One rank's part of a run: sizes, types, ops and roots; timing; checking; rank 0 reports.
 #pragma once
 
+#include <atomic>
+#include <cstdint>
+
 #include "nlccl.h"
 #include "mpi_compare.hpp"
 #include "options.hpp"
@@ -10,7 +13,7 @@ namespace nlccl::perf {
 /// How the ranks were started, for the header.
 struct Launch {
   const char* mode;  ///< "threads", "fork" or "mpi"
-  int nThreads;      ///< ranks per process
+  int ranksPerProcess = 1;
   MpiReference* mpi = nullptr;  ///< --compare-mpi: time this too (mpirun launch only)
 };
 
@@ -21,5 +24,10 @@ int runRank(const Options& opts, nlcclComm_t comm, const Launch& launch);
 
 /// Prints an nlccl error for `what` and ends the process with status 1.
 [[noreturn]] void die(nlcclComm_t comm, const char* what, nlcclResult_t res);
+
+/// -T: when a test has run longer than the limit, the watchdog ends the run (nccl-tests' "Test
+/// timeout"). Each rank stamps the start of every test here (steady clock, ns; 0: idle).
+void startWatchdog(int seconds);
+void stampTest(bool starting);
 
 }  // namespace nlccl::perf

@@ -153,6 +153,10 @@ const EncodeTable& encodeTable() {
   return table;
 }
 
+/// The largest mulsum scalar of a type (1 for fp8: their inputs leave no headroom).
+int scalarMax(nlcclDataType_t t) { return t == nlcclFloat8e4m3 || t == nlcclFloat8e5m2 ? 1 : 2; }
+int scalarOf(nlcclDataType_t t, int rank) { return scalarMax(t) > 1 ? 1 + rank % 2 : 1; }
+
 /// How rank r's element i is generated for a case.
 struct Gen {
   enum Kind { Plain, Sum, Prod } kind = Plain;
@@ -162,7 +166,8 @@ struct Gen {
   Gen(const CheckCase& c) {
     bool reduces = collHasOp(c.coll);
     int64_t lim = exactLimit(c.type);
-    if (reduces && (c.op == nlcclSum || c.op == nlcclAvg)) {
+    if (reduces && c.op == kMulSum) lim = scalarMax(c.type) > 1 ? lim / 2 : lim;
+    if (reduces && (c.op == nlcclSum || c.op == nlcclAvg || c.op == kMulSum)) {
       kind = Sum;
       if (c.nranks <= lim) {
         active = c.nranks;
@@ -195,9 +200,14 @@ struct Gen {
 
 /// Expected reduction of element i over all ranks.
 double reduceExpected(const CheckCase& c, const Gen& g, size_t i) {
-  double acc = g.value(0, i);
+  const bool mul = c.op == kMulSum;
+  double acc = g.value(0, i) * (mul ? scalarOf(c.type, 0) : 1);
   for (int r = 1; r < c.nranks; ++r) {
     double v = g.value(r, i);
+    if (mul) {
+      acc += v * scalarOf(c.type, r);
+      continue;
+    }
     switch (c.op) {
       case nlcclSum: case nlcclAvg: acc += v; break;
       case nlcclProd: acc *= v; break;
@@ -212,17 +222,47 @@ double reduceExpected(const CheckCase& c, const Gen& g, size_t i) {
 
 }  // namespace
 
+size_t a2avCount(int from, int to, size_t per, int n) {
+  const int k = ((to - from) % n + n) % n;  // a Latin square: rows and columns sum alike
+  if (n % 2 == 1 && k == n - 1) return per;
+  const size_t small = per / 2;
+  return k % 2 == 0 ? 2 * per - small : small;
+}
+size_t a2avSendDispl(int from, int to, size_t per, int n) {
+  size_t at = 0;
+  for (int j = 0; j < to; ++j) at += a2avCount(from, j, per, n);
+  return at;
+}
+size_t a2avRecvDispl(int from, int to, size_t per, int n) {
+  size_t at = 0;
+  for (int i = 0; i < from; ++i) at += a2avCount(i, to, per, n);
+  return at;
+}
+
+void mulsumScalar(nlcclDataType_t type, int rank, void* out) {
+  const int s = scalarOf(type, rank);
+  std::memcpy(out, &encodeTable().bits[type][s], typeSize(type));
+}
+
 Counts collCounts(Coll c, size_t count, int n) {
   Counts k;
   size_t per = count / static_cast<size_t>(n);
   switch (c) {
     case Coll::AllGather:
+    case Coll::Gather:
       k = {per, per * n, per, per, 0};
       break;
+    case Coll::HyperCube: {
+      const size_t base = count / (4 * static_cast<size_t>(n)) * 4;  // nccl-tests' ALIGN 4
+      k = {base, base * n, base, base, 0};
+      break;
+    }
     case Coll::ReduceScatter:
+    case Coll::Scatter:
       k = {per * n, per, per, 0, per};
       break;
     case Coll::AlltoAll:
+    case Coll::AlltoAllv:
       k = {per * n, per * n, per, 0, 0};
       break;
     default:
@@ -234,14 +274,18 @@ Counts collCounts(Coll c, size_t count, int n) {
 
 double collAlgBytes(Coll c, const Counts& k, size_t ts, int n) {
   double b = static_cast<double>(k.param) * static_cast<double>(ts);
-  if (c == Coll::AllGather || c == Coll::ReduceScatter || c == Coll::AlltoAll) b *= n;
+  if (c == Coll::AllGather || c == Coll::ReduceScatter || c == Coll::AlltoAll ||
+      c == Coll::AlltoAllv || c == Coll::Gather || c == Coll::Scatter)
+    b *= n;
+  if (c == Coll::HyperCube) b *= n - 1;  // nccl-tests: what each rank receives
   return b;
 }
 
 double collBusFactor(Coll c, int n) {
   switch (c) {
     case Coll::AllReduce: return 2.0 * (n - 1) / n;
-    case Coll::AllGather: case Coll::ReduceScatter: case Coll::AlltoAll:
+    case Coll::AllGather: case Coll::ReduceScatter: case Coll::AlltoAll: case Coll::AlltoAllv:
+    case Coll::Gather: case Coll::Scatter:
       return static_cast<double>(n - 1) / n;
     default: return 1.0;
   }
@@ -253,6 +297,7 @@ void fillInput(const CheckCase& c, void* send) {
   Gen g(c);
   const uint64_t* enc = encodeTable().bits[c.type];
   size_t n = c.counts.send;
+  if (c.coll == Coll::Scatter && c.rank != c.root) n = 0;  // only the root's input is used
   switch (typeSize(c.type)) {
     case 1: {
       auto* p = static_cast<uint8_t*>(send);
@@ -312,6 +357,24 @@ int64_t countWrong(const CheckCase& c, const void* recv) {
       break;
     case Coll::SendRecv:
       for (size_t i = 0; i < k.recv; ++i) cmp(i, g.value((c.rank - 1 + c.nranks) % c.nranks, i));
+      break;
+    case Coll::Gather:
+      if (c.rank != c.root) break;
+      for (size_t j = 0; j < k.recv; ++j) cmp(j, g.value(static_cast<int>(j / k.param), j % k.param));
+      break;
+    case Coll::HyperCube:
+      for (size_t j = 0; j < k.recv; ++j) cmp(j, g.value(static_cast<int>(j / k.param), j % k.param));
+      break;
+    case Coll::Scatter:
+      for (size_t i = 0; i < k.recv; ++i) cmp(i, g.value(c.root, c.rank * k.param + i));
+      break;
+    case Coll::AlltoAllv:
+      for (int from = 0; from < c.nranks; ++from) {
+        const size_t at = a2avRecvDispl(from, c.rank, k.param, c.nranks);
+        const size_t src = a2avSendDispl(from, c.rank, k.param, c.nranks);
+        for (size_t e = 0; e < a2avCount(from, c.rank, k.param, c.nranks); ++e)
+          cmp(at + e, g.value(from, src + e));
+      }
       break;
   }
   return wrong;

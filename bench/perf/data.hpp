@@ -26,11 +26,25 @@ Counts collCounts(Coll c, size_t count, int nranks);
 double collAlgBytes(Coll c, const Counts& k, size_t typeSize, int nranks);
 double collBusFactor(Coll c, int nranks);
 
+/// alltoallv's uneven blocks: rank `from` sends rank `to` this many elements, for `per` elements
+/// per peer on average. Every row and every column sums to per*n (so the buffers are
+/// alltoall's), but blocks alternate between about 1.5 and 0.5 times `per`.
+size_t a2avCount(int from, int to, size_t per, int n);
+/// Where that block starts in `from`'s send buffer (blocks packed in rank order).
+size_t a2avSendDispl(int from, int to, size_t per, int n);
+/// Where the block from `from` starts in `to`'s receive buffer.
+size_t a2avRecvDispl(int from, int to, size_t per, int n);
+
+/// The scalar rank `rank` uses for "mulsum" (nlcclRedOpCreatePreMulSum), written as one element
+/// of `type` into `out`: 1 or 2 by rank parity (1 for fp8, whose inputs leave no headroom), so
+/// every product and sum stays exact.
+void mulsumScalar(nlcclDataType_t type, int rank, void* out);
+
 /// Everything one check needs.
 struct CheckCase {
   Coll coll;
   nlcclDataType_t type;
-  nlcclRedOp_t op;  ///< ignored when the collective does not reduce
+  int op;  ///< nlcclRedOp_t or kMulSum; ignored when the collective does not reduce
   int root;
   int rank, nranks;
   Counts counts;

@@ -1,7 +1,8 @@
-// nlccl-perf: nccl-tests for nlccl. Three ways to start the ranks:
-//   -t N      N ranks as threads of this process (nlcclCommInitAll)
+// nlccl-perf: nccl-tests for nlccl. Three ways to start the processes, each holding -t x -g
+// rank threads:
+//   (none)    one process (nlcclCommInitAll, or nlcclCommInitRankConfig per thread with -p/-x)
 //   -np N     N forked processes; the parent makes the id and hands it over a pipe
-//   mpirun    one rank per MPI process; rank 0 makes the id and MPI_Bcast's it (and with
+//   mpirun    the MPI processes; rank 0 makes the id and MPI_Bcast's it (and with
 //             --compare-mpi, MPI's own collectives are timed beside nlccl's)
 #include <signal.h>
 #include <sys/wait.h>
@@ -37,13 +38,38 @@ bool launchedByMpi() {
   return false;
 }
 
-int runThreads(const Options& o) {
-  std::vector<nlcclComm_t> comms(static_cast<size_t>(o.threads));
-  nlcclResult_t res = nlcclCommInitAll(comms.data(), o.threads, nullptr);
-  if (res != nlcclSuccess) die(nullptr, "nlcclCommInitAll", res);
+/// The ranks of this process (-t x -g of them): process `proc` of `nprocs` holds ranks
+/// proc*k .. proc*k+k-1 of the communicator made from `id`. Without an id (one process), the
+/// ranks come from nlcclCommInitAll unless -p or -x ask each thread to make its own.
+int runProcessRanks(const Options& o, int nprocs, int proc, const nlcclUniqueId* id,
+                    const char* mode, MpiReference* mpi) {
+  startWatchdog(o.timeoutSec);
+  const int k = o.ranksPerProcess();
+  std::vector<nlcclComm_t> comms(static_cast<size_t>(k), nullptr);
+  nlcclConfig_t config = NLCCL_CONFIG_INITIALIZER;
+  if (o.ctaPolicy >= 0) config.CTAPolicy = o.ctaPolicy;
+  nlcclUniqueId made;
+  if (id == nullptr && !o.parallelInit && o.ctaPolicy < 0) {
+    nlcclResult_t res = nlcclCommInitAll(comms.data(), k, nullptr);
+    if (res != nlcclSuccess) die(nullptr, "nlcclCommInitAll", res);
+  } else {
+    if (id == nullptr) {
+      nlcclResult_t res = nlcclGetUniqueId(&made);
+      if (res != nlcclSuccess) die(nullptr, "nlcclGetUniqueId", res);
+      id = &made;
+    }
+    // Each rank thread joins on its own: nlcclCommInitRankConfig is collective.
+    std::vector<std::thread> init;
+    for (int i = 0; i < k; ++i)
+      init.emplace_back([&, i] {
+        nlcclResult_t res = nlcclCommInitRankConfig(&comms[i], nprocs * k, *id, proc * k + i, &config);
+        if (res != nlcclSuccess) die(nullptr, "nlcclCommInitRankConfig", res);
+      });
+    for (auto& t : init) t.join();
+  }
   std::vector<int> rc(comms.size(), 0);
   std::vector<std::thread> threads;
-  Launch l{"threads", o.threads};
+  Launch l{mode, k, mpi};
   for (size_t i = 0; i < comms.size(); ++i) {
     threads.emplace_back([&, i] { rc[i] = runRank(o, comms[i], l); });
   }
@@ -87,12 +113,7 @@ int childRank(const Options& o, int rank, int fd) {
     return 1;
   }
   close(fd);
-  nlcclComm_t comm = nullptr;
-  nlcclResult_t res = nlcclCommInitRank(&comm, o.np, id, rank);
-  if (res != nlcclSuccess) die(nullptr, "nlcclCommInitRank", res);
-  int status = runRank(o, comm, Launch{"fork", 1});
-  nlcclCommDestroy(comm);
-  return status;
+  return runProcessRanks(o, o.np, rank, &id, "fork", nullptr);
 }
 
 /// Forks the ranks before any nlccl call in this process (no library threads are copied), then
@@ -203,13 +224,9 @@ int runMpi(int* argc, char*** argv, const Options& o) {
     return 1;
   }
   MPI_Bcast(&id, sizeof id, MPI_BYTE, 0, MPI_COMM_WORLD);
-  nlcclComm_t comm = nullptr;
-  nlcclResult_t res = nlcclCommInitRank(&comm, size, id, rank);
-  if (res != nlcclSuccess) die(nullptr, "nlcclCommInitRank", res);
   std::unique_ptr<MpiReference> mpi;
   if (o.compareMpi) mpi = makeMpiReference();
-  int status = runRank(o, comm, Launch{"mpi", 1, mpi.get()});
-  nlcclCommDestroy(comm);
+  int status = runProcessRanks(o, size, rank, &id, "mpi", mpi.get());
   // Every rank has the same status (wrong counts are summed over ranks), so mpirun's is right.
   MPI_Finalize();
   return status;
@@ -225,6 +242,11 @@ int main(int argc, char** argv) {
   int rc = parseOptions(argc, argv, &o, &exitNow);
   if (rc != 0 || exitNow) return rc;
 
+  if (o.compareMpi && o.ranksPerProcess() > 1) {
+    std::fprintf(stderr, "nlccl-perf: --compare-mpi: needs one rank per process (not -t or -g "
+                         "above 1): MPI's ranks are the processes\n");
+    return 2;
+  }
   if (o.compareMpi) {
 #if NLCCL_PERF_WITH_MPI
     if (!launchedByMpi()) {
@@ -242,9 +264,9 @@ int main(int argc, char** argv) {
   }
   if (launchedByMpi()) {
 #if NLCCL_PERF_WITH_MPI
-    if (o.np > 0 || o.threads > 1) {
-      std::fprintf(stderr, "nlccl-perf: %s: not allowed under mpirun (one rank per process)\n",
-                   o.np > 0 ? "-np" : "-t");
+    if (o.np > 0) {
+      std::fprintf(stderr, "nlccl-perf: -np: not allowed under mpirun (mpirun makes the "
+                           "processes)\n");
       return 2;
     }
     return runMpi(&argc, &argv, o);
@@ -254,5 +276,5 @@ int main(int argc, char** argv) {
 #endif
   }
   if (o.np > 0) return runForked(o);
-  return runThreads(o);
+  return runProcessRanks(o, 1, 0, nullptr, "threads", nullptr);
 }

@@ -1,6 +1,7 @@
 #include "mpi_compare.hpp"
 
 #include <climits>
+#include <vector>
 
 #define OMPI_SKIP_MPICXX 1  // the C API only
 #define MPICH_SKIP_MPICXX 1
@@ -25,12 +26,12 @@ MPI_Datatype mpiType(nlcclDataType_t t) {
   }
 }
 
-MPI_Op mpiOp(nlcclRedOp_t op) {
+MPI_Op mpiOp(int op) {
   switch (op) {
     case nlcclProd: return MPI_PROD;
     case nlcclMax: return MPI_MAX;
     case nlcclMin: return MPI_MIN;
-    default: return MPI_SUM;  // sum, and avg (see the header)
+    default: return MPI_SUM;  // sum, avg and mulsum (see the header)
   }
 }
 
@@ -42,7 +43,7 @@ class WorldReference : public MpiReference {
   }
 
   bool supports(const CheckCase& c) const override {
-    size_t count = c.counts.param;
+    size_t count = c.counts.param * (c.coll == Coll::AlltoAllv ? 2 * c.nranks : 1);
     if (!reduces(c.coll)) count *= typeSize(c.type);  // moved as bytes
     else if (mpiType(c.type) == MPI_DATATYPE_NULL) return false;
     return count <= static_cast<size_t>(INT_MAX);
@@ -78,6 +79,28 @@ class WorldReference : public MpiReference {
         MPI_Sendrecv(send, n, t, (rank_ + 1) % size_, 0, recv, n, t, (rank_ - 1 + size_) % size_,
                      0, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
         break;
+      case Coll::Gather:
+        MPI_Gather(send, n, t, recv, n, t, c.root, MPI_COMM_WORLD);
+        break;
+      case Coll::Scatter:
+        MPI_Scatter(send, n, t, recv, n, t, c.root, MPI_COMM_WORLD);
+        break;
+      case Coll::HyperCube:  // an all-gather by recursive doubling: MPI's own all-gather
+        MPI_Allgather(send, n, t, recv, n, t, MPI_COMM_WORLD);
+        break;
+      case Coll::AlltoAllv: {
+        std::vector<int> sc(size_), sd(size_), rc(size_), rd(size_);
+        const size_t per = c.counts.param, es = typeSize(c.type);
+        for (int j = 0; j < size_; ++j) {
+          sc[j] = static_cast<int>(a2avCount(rank_, j, per, size_) * es);
+          sd[j] = static_cast<int>(a2avSendDispl(rank_, j, per, size_) * es);
+          rc[j] = static_cast<int>(a2avCount(j, rank_, per, size_) * es);
+          rd[j] = static_cast<int>(a2avRecvDispl(j, rank_, per, size_) * es);
+        }
+        MPI_Alltoallv(send, sc.data(), sd.data(), MPI_BYTE, recv, rc.data(), rd.data(), MPI_BYTE,
+                      MPI_COMM_WORLD);
+        break;
+      }
     }
   }
 

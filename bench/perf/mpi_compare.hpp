@@ -17,8 +17,9 @@ class MpiReference {
   virtual bool supports(const CheckCase& c) const = 0;
   /// One blocking call of the MPI equivalent, out of place: MPI_Allreduce, MPI_Allgather,
   /// MPI_Reduce_scatter_block, MPI_Bcast (root's send buffer, the others' receive buffer),
-  /// MPI_Reduce, MPI_Alltoall, MPI_Sendrecv (to rank+1, from rank-1). `avg` is timed as
-  /// MPI_SUM (MPI has no average; the local division does not change the traffic).
+  /// MPI_Reduce, MPI_Alltoall, MPI_Sendrecv (to rank+1, from rank-1), MPI_Alltoallv, MPI_Gather,
+  /// MPI_Scatter, MPI_Allgather for hypercube. `avg` and `mulsum` are timed as MPI_SUM (MPI has
+  /// neither; the local division or scaling does not change the traffic).
   virtual void issue(const CheckCase& c, const void* send, void* recv) = 0;
   /// MPI_Barrier on MPI_COMM_WORLD.
   virtual void barrier() = 0;

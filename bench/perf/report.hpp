@@ -1,4 +1,4 @@
-// The output of rank 0: nccl-tests' table on stdout, plus optional JSON and CSV files.
+// The output of rank 0: nccl-tests' table on stdout, nccl-tests' JSON (-J) and a CSV file.
 #pragma once
 
 #include <cstdint>
@@ -17,9 +17,17 @@ namespace nlccl::perf {
 struct RankInfo {
   int32_t rank;
   int32_t pid;
-  char host[56];
+  int32_t device;  ///< the rank's index on its host (nlcclCommCuDevice)
+  char host[52];
+  /// The transports of this rank's peers (nlcclCommPeerTransport), e.g. "shm 3, ofi 4".
+  char peers[64];
 };
-static_assert(sizeof(RankInfo) == 64);
+static_assert(sizeof(RankInfo) == 128);
+
+/// nccl-tests' per-iteration statistics (-I), in microseconds.
+struct IterStats {
+  double min = 0, max = 0, avg = 0, p50 = 0, p95 = 0, p99 = 0, stdev = 0, cvPct = 0;
+};
 
 /// Half a table row: one of out-of-place or in-place.
 struct Measure {
@@ -30,29 +38,37 @@ struct Measure {
   double modelUs = -1;    ///< simulated NeuronLink: modelled time (max over ranks; -1: none)
   double modelBusBw = 0;
   std::string algorithm;  ///< what the communicator ran (nlcclCommGetStats), "" if unknown
+  bool perIter = false;   ///< -I: the fields below are set
+  IterStats stats;
+  std::vector<double> timesUs;  ///< per iteration, the max over process rows
+  std::vector<std::vector<double>> processTimesUs;  ///< per process, the max over its ranks
 };
 
 /// Prints what rank 0 reports and writes the files.
 class Reporter {
  public:
   /// `modelled`: the transport reports modelled time (neuronlink): print its columns too.
-  Reporter(const Options& opts, int nranks, int nThreads, const char* mode, bool modelled);
+  Reporter(const Options& opts, int nranks, const char* mode, bool modelled);
   ~Reporter();
   /// Opens the files; false (with a message) if one cannot be written.
   bool open();
   /// The header up to the column titles.
   void header(const std::vector<RankInfo>& ranks);
-  /// One table row (out-of-place, then in-place) and its two file records.
+  /// One table row (out-of-place, then in-place) and its records.
   void row(size_t bytes, size_t count, nlcclDataType_t type, const char* op, int root,
            const Measure& outOfPlace, const Measure& inPlace);
-  /// The footer; returns the number of tests with wrong results.
-  int footer();
+  /// -M: the memory in use (bytes per rank, max over ranks).
+  void memory(double userBytes, double scratchBytes);
+  /// The footer; writes the JSON file.
+  void footer();
 
  private:
-  void record(size_t bytes, size_t count, nlcclDataType_t type, const char* op, int root,
-              bool inPlace, const Measure& m);
+  void csvRecord(size_t bytes, size_t count, nlcclDataType_t type, const char* op, int root,
+                 bool inPlace, const Measure& m);
+  nlohmann::ordered_json half(const Measure& m) const;
+  nlohmann::ordered_json perIterJson(const Measure& m) const;
   const Options& opts_;
-  int nranks_, nThreads_;
+  int nranks_;
   std::string mode_;
   bool modelled_;
   double bwSum_ = 0;
@@ -61,7 +77,11 @@ class Reporter {
   int ratioCount_ = 0;
   int errors_ = 0;
   FILE* csv_ = nullptr;
-  nlohmann::json json_;
+  std::string jsonPath_;  ///< where -J writes (the name, or name.N when it existed)
+  nlohmann::ordered_json json_;
 };
+
+/// Local time as nccl-tests formats it ("%Y-%m-%d %H:%M:%S").
+std::string formatNow();
 
 }  // namespace nlccl::perf

@@ -8,6 +8,7 @@
 namespace nlccl {
 
 /// The collectives a Plan can implement. SendRecv is a grouped set of point-to-point transfers.
+/// Gather and Scatter are rooted: rank i's block of `count` elements travels to or from the root.
 enum class Collective : uint8_t {
   AllReduce,
   AllGather,
@@ -17,10 +18,12 @@ enum class Collective : uint8_t {
   AllToAll,
   AllToAllv,
   SendRecv,
+  Gather,
+  Scatter,
 };
 
 /// "allreduce", "allgather", "reducescatter", "broadcast", "reduce", "alltoall", "alltoallv",
-/// "sendrecv".
+/// "sendrecv", "gather", "scatter".
 constexpr const char* collectiveName(Collective c) {
   switch (c) {
     case Collective::AllReduce: return "allreduce";
@@ -31,6 +34,8 @@ constexpr const char* collectiveName(Collective c) {
     case Collective::AllToAll: return "alltoall";
     case Collective::AllToAllv: return "alltoallv";
     case Collective::SendRecv: return "sendrecv";
+    case Collective::Gather: return "gather";
+    case Collective::Scatter: return "scatter";
   }
   return "unknown";
 }

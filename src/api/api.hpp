@@ -58,6 +58,12 @@ Status checkBuffer(const void* ptr, size_t count, const char* name, const char* 
 Status checkCount(size_t count, size_t factor, nlcclDataType_t t, const char* name,
                   const char* func);
 Status checkRank(int r, int nranks, const char* name, const char* func);
+/// InvalidUsage while `comm` is suspended (nlcclCommSuspend). Call after checkComm.
+Status checkActive(nlcclComm_t comm, const char* func);
+
+/// The configuration of a new communicator: the environment's defaults with the fields of
+/// `cfg` (NULL: none) on top. InvalidArgument, naming the field, for a value out of range.
+Status applyConfig(const nlcclConfig_t* cfg, core::CommConfig* out, const char* func);
 
 }  // namespace nlccl::api
 

@@ -82,4 +82,12 @@ Status checkRank(int r, int nranks, const char* name, const char* func) {
   return Status::Success;
 }
 
+Status checkActive(nlcclComm_t comm, const char* func) {
+  if (toComm(comm)->suspended()) {
+    WARN("%s: comm is suspended (nlcclCommResume it first)", func);
+    return Status::InvalidUsage;
+  }
+  return Status::Success;
+}
+
 }  // namespace nlccl::api

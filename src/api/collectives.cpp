@@ -16,20 +16,33 @@ Status checkCommon(nlcclComm_t comm, size_t count, size_t factor, nlcclDataType_
   return Status::Success;
 }
 
-nlcclResult_t run(nlcclComm_t comm, const core::CollArgs& a, nlcclStream_t stream,
-                  const char* func, size_t factor, bool needsOp, bool needsRoot,
-                  bool sendAtRootOnly, bool recvAtRootOnly) {
+/// Where a collective's buffers must be valid: on every rank, or at the root only.
+enum class Where { All, RootOnly };
+
+/// Checks a collective's arguments, then issues it. `factor`: how many counts the larger buffer
+/// holds; `send`/`recv`: where that buffer must not be null. An operator from
+/// nlcclRedOpCreatePreMulSum becomes a Sum over a scaled copy (after every other check).
+nlcclResult_t run(nlcclComm_t comm, core::CollArgs a, nlcclStream_t stream, const char* func,
+                  size_t factor, bool needsOp, bool needsRoot, Where send, Where recv) {
   core::Communicator* c = comm ? api::toComm(comm) : nullptr;
   return guard(c, [&] {
     nlcclDataType_t dt = static_cast<nlcclDataType_t>(a.dtype);
     API_CHECK(checkCommon(comm, a.count, factor, dt, func));
-    if (needsOp) API_CHECK(api::checkRedOp(static_cast<nlcclRedOp_t>(a.op), func));
+    API_CHECK(api::checkActive(comm, func));
+    const int op = static_cast<int>(a.op);
+    const bool custom = needsOp && op >= nlcclNumOps && op <= nlcclMaxRedOp;
+    if (needsOp && !custom) API_CHECK(api::checkRedOp(static_cast<nlcclRedOp_t>(a.op), func));
     if (needsRoot) API_CHECK(api::checkRank(a.root, c->nranks(), "root", func));
     bool root = c->rank() == a.root;
-    if (!sendAtRootOnly || root) API_CHECK(api::checkBuffer(a.send, a.count, "sendbuff", func));
-    if (!recvAtRootOnly || root) API_CHECK(api::checkBuffer(a.recv, a.count, "recvbuff", func));
+    if (send == Where::All || root) API_CHECK(api::checkBuffer(a.send, a.count, "sendbuff", func));
+    if (recv == Where::All || root) API_CHECK(api::checkBuffer(a.recv, a.count, "recvbuff", func));
+    if (custom) API_CHECK(core::applyCustomOp(c, &a));
     return core::collective(c, a, api::toStream(stream));
   });
+}
+
+size_t ranksOf(nlcclComm_t comm) {
+  return (comm && api::toComm(comm)->valid()) ? api::toComm(comm)->nranks() : 1;
 }
 
 core::CollArgs args(Collective coll, const void* send, void* recv, size_t count,
@@ -51,45 +64,62 @@ NLCCL_API nlcclResult_t nlcclAllReduce(const void* sendbuff, void* recvbuff, siz
                                        nlcclDataType_t datatype, nlcclRedOp_t op,
                                        nlcclComm_t comm, nlcclStream_t stream) {
   return run(comm, args(Collective::AllReduce, sendbuff, recvbuff, count, datatype, op, 0), stream,
-             "nlcclAllReduce", 1, true, false, false, false);
+             "nlcclAllReduce", 1, true, false, Where::All, Where::All);
 }
 
 NLCCL_API nlcclResult_t nlcclBroadcast(const void* sendbuff, void* recvbuff, size_t count,
                                        nlcclDataType_t datatype, int root, nlcclComm_t comm,
                                        nlcclStream_t stream) {
   return run(comm, args(Collective::Broadcast, sendbuff, recvbuff, count, datatype, nlcclSum, root),
-             stream, "nlcclBroadcast", 1, false, true, true, false);
+             stream, "nlcclBroadcast", 1, false, true, Where::RootOnly, Where::All);
 }
 
 NLCCL_API nlcclResult_t nlcclReduce(const void* sendbuff, void* recvbuff, size_t count,
                                     nlcclDataType_t datatype, nlcclRedOp_t op, int root,
                                     nlcclComm_t comm, nlcclStream_t stream) {
   return run(comm, args(Collective::Reduce, sendbuff, recvbuff, count, datatype, op, root), stream,
-             "nlcclReduce", 1, true, true, false, true);
+             "nlcclReduce", 1, true, true, Where::All, Where::RootOnly);
+}
+
+NLCCL_API nlcclResult_t nlcclBcast(void* buff, size_t count, nlcclDataType_t datatype, int root,
+                                   nlcclComm_t comm, nlcclStream_t stream) {
+  return run(comm, args(Collective::Broadcast, buff, buff, count, datatype, nlcclSum, root), stream,
+             "nlcclBcast", 1, false, true, Where::All, Where::All);
+}
+
+NLCCL_API nlcclResult_t nlcclGather(const void* sendbuff, void* recvbuff, size_t count,
+                                    nlcclDataType_t datatype, int root, nlcclComm_t comm,
+                                    nlcclStream_t stream) {
+  return run(comm, args(Collective::Gather, sendbuff, recvbuff, count, datatype, nlcclSum, root),
+             stream, "nlcclGather", ranksOf(comm), false, true, Where::All, Where::RootOnly);
+}
+
+NLCCL_API nlcclResult_t nlcclScatter(const void* sendbuff, void* recvbuff, size_t count,
+                                     nlcclDataType_t datatype, int root, nlcclComm_t comm,
+                                     nlcclStream_t stream) {
+  return run(comm, args(Collective::Scatter, sendbuff, recvbuff, count, datatype, nlcclSum, root),
+             stream, "nlcclScatter", ranksOf(comm), false, true, Where::RootOnly, Where::All);
 }
 
 NLCCL_API nlcclResult_t nlcclAllGather(const void* sendbuff, void* recvbuff, size_t sendcount,
                                        nlcclDataType_t datatype, nlcclComm_t comm,
                                        nlcclStream_t stream) {
-  size_t p = (comm && api::toComm(comm)->valid()) ? api::toComm(comm)->nranks() : 1;
   return run(comm, args(Collective::AllGather, sendbuff, recvbuff, sendcount, datatype, nlcclSum, 0),
-             stream, "nlcclAllGather", p, false, false, false, false);
+             stream, "nlcclAllGather", ranksOf(comm), false, false, Where::All, Where::All);
 }
 
 NLCCL_API nlcclResult_t nlcclReduceScatter(const void* sendbuff, void* recvbuff, size_t recvcount,
                                            nlcclDataType_t datatype, nlcclRedOp_t op,
                                            nlcclComm_t comm, nlcclStream_t stream) {
-  size_t p = (comm && api::toComm(comm)->valid()) ? api::toComm(comm)->nranks() : 1;
   return run(comm, args(Collective::ReduceScatter, sendbuff, recvbuff, recvcount, datatype, op, 0),
-             stream, "nlcclReduceScatter", p, true, false, false, false);
+             stream, "nlcclReduceScatter", ranksOf(comm), true, false, Where::All, Where::All);
 }
 
 NLCCL_API nlcclResult_t nlcclAlltoAll(const void* sendbuff, void* recvbuff, size_t count,
                                       nlcclDataType_t datatype, nlcclComm_t comm,
                                       nlcclStream_t stream) {
-  size_t p = (comm && api::toComm(comm)->valid()) ? api::toComm(comm)->nranks() : 1;
   return run(comm, args(Collective::AllToAll, sendbuff, recvbuff, count, datatype, nlcclSum, 0),
-             stream, "nlcclAlltoAll", p, false, false, false, false);
+             stream, "nlcclAlltoAll", ranksOf(comm), false, false, Where::All, Where::All);
 }
 
 NLCCL_API nlcclResult_t nlcclAlltoAllv(const void* sendbuff, const size_t sendcounts[],
@@ -101,6 +131,7 @@ NLCCL_API nlcclResult_t nlcclAlltoAllv(const void* sendbuff, const size_t sendco
   const char* func = "nlcclAlltoAllv";
   return guard(c, [&] {
     API_CHECK(checkCommon(comm, 0, 1, datatype, func));
+    API_CHECK(api::checkActive(comm, func));
     const std::pair<const size_t*, const char*> arrays[] = {
         {sendcounts, "sendcounts"}, {sdispls, "sdispls"}, {recvcounts, "recvcounts"},
         {rdispls, "rdispls"}};

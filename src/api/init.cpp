@@ -9,39 +9,6 @@
 using namespace nlccl;
 using api::guard;
 
-namespace {
-
-/// Applies the fields of a user config on top of the environment's defaults.
-Status applyConfig(const nlcclConfig_t* cfg, core::CommConfig* out, const char* func) {
-  *out = core::defaultConfig();
-  if (cfg == nullptr) return Status::Success;
-  if (cfg->magic != NLCCL_CONFIG_MAGIC || cfg->size < sizeof(size_t) * 2) {
-    WARN("%s: config was not initialised with NLCCL_CONFIG_INITIALIZER", func);
-    return Status::InvalidArgument;
-  }
-  if (cfg->timeoutMs != NLCCL_CONFIG_UNDEF_INT) {
-    if (cfg->timeoutMs <= 0) {
-      WARN("%s: config->timeoutMs %d must be positive", func, cfg->timeoutMs);
-      return Status::InvalidArgument;
-    }
-    out->timeout = std::chrono::milliseconds(cfg->timeoutMs);
-  }
-  if (cfg->blocking != NLCCL_CONFIG_UNDEF_INT && cfg->blocking != 0 && cfg->blocking != 1) {
-    WARN("%s: config->blocking %d must be 0 or 1", func, cfg->blocking);
-    return Status::InvalidArgument;
-  }
-  if (cfg->transport) out->transport = cfg->transport;
-  if (cfg->topology) out->topology = cfg->topology;
-  if (cfg->algorithm) out->algorithm = cfg->algorithm;
-  if (cfg->commName) out->name = cfg->commName;
-  if (core::checkTransportChoice(out->transport) != Status::Success) {
-    WARN("%s: config->transport or NLCCL_TRANSPORT names no transport of this build", func);
-    return Status::InvalidArgument;
-  }
-  return Status::Success;
-}
-
-}  // namespace
 
 NLCCL_API nlcclResult_t nlcclGetVersion(int* version) {
   return guard(nullptr, [&] {
@@ -84,12 +51,13 @@ NLCCL_API nlcclResult_t nlcclCommInitAll(nlcclComm_t* comms, int ndev, const int
       WARN("nlcclCommInitAll: comms is NULL");
       return Status::InvalidArgument;
     }
-    if (ndev <= 0) {
-      WARN("nlcclCommInitAll: ndev %d must be positive", ndev);
+    if (ndev <= 0 || ndev > core::kMaxThreadRanks) {
+      WARN("nlcclCommInitAll: ndev %d must be between 1 and %d (ranks as threads of one process)",
+           ndev, core::kMaxThreadRanks);
       return Status::InvalidArgument;
     }
     core::CommConfig config;
-    API_CHECK(applyConfig(nullptr, &config, "nlcclCommInitAll"));
+    API_CHECK(api::applyConfig(nullptr, &config, "nlcclCommInitAll"));
     std::vector<std::unique_ptr<core::Communicator>> made;
     API_CHECK(core::initAll(ndev, config, &made));
     for (int i = 0; i < ndev; ++i) comms[i] = api::toHandle(made[i].release());
@@ -118,13 +86,13 @@ NLCCL_API nlcclResult_t nlcclCommInitRankConfig(nlcclComm_t* comm, int nranks, n
       WARN("nlcclCommInitRank: comm is NULL");
       return Status::InvalidArgument;
     }
-    if (nranks <= 0) {
-      WARN("nlcclCommInitRank: nranks %d must be positive", nranks);
+    if (nranks <= 0 || nranks > core::kMaxRanks) {
+      WARN("nlcclCommInitRank: nranks %d must be between 1 and %d", nranks, core::kMaxRanks);
       return Status::InvalidArgument;
     }
     API_CHECK(api::checkRank(rank, nranks, "rank", "nlcclCommInitRank"));
     core::CommConfig cc;
-    API_CHECK(applyConfig(config, &cc, "nlcclCommInitRank"));
+    API_CHECK(api::applyConfig(config, &cc, "nlcclCommInitRank"));
     bootstrap::UniqueId uid;
     std::memcpy(uid.bytes, id.internal, sizeof(uid.bytes));
     std::unique_ptr<core::Communicator> made;
@@ -149,7 +117,7 @@ NLCCL_API nlcclResult_t nlcclCommSplit(nlcclComm_t comm, int color, int key, nlc
       return Status::InvalidArgument;
     }
     core::CommConfig cc;
-    API_CHECK(applyConfig(config, &cc, "nlcclCommSplit"));
+    API_CHECK(api::applyConfig(config, &cc, "nlcclCommSplit"));
     if (config == nullptr) cc = c->config();
     std::unique_ptr<core::Communicator> made;
     API_CHECK(core::split(c, color < 0 ? -1 : color, key, cc, &made));

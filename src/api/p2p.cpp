@@ -12,6 +12,7 @@ nlcclResult_t p2p(bool isSend, void* buf, size_t count, nlcclDataType_t dt, int 
   core::Communicator* c = comm ? api::toComm(comm) : nullptr;
   return guard(c, [&] {
     API_CHECK(api::checkComm(comm, func));
+    API_CHECK(api::checkActive(comm, func));
     API_CHECK(api::checkDataType(dt, func));
     API_CHECK(api::checkCount(count, 1, dt, "count", func));
     API_CHECK(api::checkRank(peer, c->nranks(), "peer", func));

@@ -3,10 +3,46 @@
 #include <algorithm>
 #include <cstring>
 #include <numeric>
+#include <string>
+#include <mutex>
+#include <map>
+#include <thread>
 
+#include "bootstrap/root.hpp"
 #include "util/log.hpp"
 
 namespace nlccl::bootstrap {
+
+namespace {
+/// Live bootstraps of this process per root (by the root's address in the id): only the last one
+/// to go needs to wait for the others, which are all remote then.
+std::mutex gKeepersMu;
+std::map<std::string, int> gKeepers;
+}  // namespace
+
+struct Bootstrap::RootKeeper {
+  UniqueId id;
+  int64_t timeoutMs = 0;
+  std::string key;
+  explicit RootKeeper(const UniqueId& uid, int64_t ms)
+      : id(uid), timeoutMs(ms), key(reinterpret_cast<const char*>(uid.bytes), sizeof(uid.bytes)) {
+    std::lock_guard<std::mutex> lock(gKeepersMu);
+    ++gKeepers[key];
+  }
+  ~RootKeeper() {
+    {
+      std::lock_guard<std::mutex> lock(gKeepersMu);
+      auto it = gKeepers.find(key);
+      const bool last = --it->second == 0;
+      if (last) gKeepers.erase(it);
+      if (!last) return;  // another bootstrap of this process still uses the root
+    }
+    RootStats st;
+    const auto deadline = Link::Clock::now() + std::chrono::milliseconds(timeoutMs);
+    while (rootStats(id, &st) && st.running && st.live > 0 && Link::Clock::now() < deadline)
+      std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+};
 
 namespace {
 
@@ -42,10 +78,11 @@ Status Bootstrap::init(const UniqueId& id, int rank, int nranks, std::chrono::mi
   b->rank_ = rank;
   b->nranks_ = nranks;
   b->timeoutMs_ = timeoutMs;
-  NLCHECK(Link::connect(ep, deadline, &b->link_));
+  b->keeper_ = std::make_shared<RootKeeper>(id, timeoutMs);
   std::string host = hostIdentity();
-  NLCHECK(b->link_->send(wire::encodeHello(
-      ep.secret, rank, nranks, {reinterpret_cast<const uint8_t*>(host.data()), host.size()})));
+  NLCHECK(Link::connect(ep, rank, nranks,
+                        {reinterpret_cast<const uint8_t*>(host.data()), host.size()}, deadline,
+                        &b->link_));
   std::vector<Link::Bytes> pieces;
   NLCHECK(b->link_->awaitRound(wire::kWorldGroup, 0, nranks, deadline, timeoutMs, "join", &pieces));
   if (pieces.size() != static_cast<size_t>(nranks)) {
@@ -61,7 +98,9 @@ Status Bootstrap::init(const UniqueId& id, int rank, int nranks, std::chrono::mi
   return Status::Success;
 }
 
-Bootstrap::~Bootstrap() = default;  // the last owner of link_ says goodbye and joins its thread
+// The last owner of link_ says goodbye and joins its thread; then the last owner of keeper_ waits
+// for a root of this process to see every rank leave.
+Bootstrap::~Bootstrap() = default;
 
 Status Bootstrap::round(wire::Op op, int root, uint64_t bytes, const void* data, size_t dataBytes,
                         const std::string& what, std::vector<Link::Bytes>* pieces) {
@@ -81,7 +120,7 @@ Status Bootstrap::round(wire::Op op, int root, uint64_t bytes, const void* data,
   NLCHECK(link_->send(wire::encodeGather(group_, seq, g)));
   auto deadline = Link::Clock::now() + std::chrono::milliseconds(timeoutMs_);
   return link_->awaitRound(group_, seq, nranks_, deadline, timeoutMs_,
-                           what + " (round " + std::to_string(seq) + ")", pieces);
+                           what + " (round " + std::to_string(seq) + ")", pieces, &worldRanks_);
 }
 
 Status Bootstrap::allGather(const void* mine, size_t bytes, void* all) {
@@ -164,6 +203,7 @@ Status Bootstrap::split(int color, int key, std::unique_ptr<Bootstrap>* out) {
 
   std::unique_ptr<Bootstrap> child(new Bootstrap);
   child->link_ = link_;
+  child->keeper_ = keeper_;
   child->group_ = gid;
   child->timeoutMs_ = timeoutMs_;
   child->nranks_ = static_cast<int>(members.size());
@@ -176,12 +216,47 @@ Status Bootstrap::split(int color, int key, std::unique_ptr<Bootstrap>* out) {
   return Status::Success;
 }
 
+Status Bootstrap::shrink(const std::vector<int>& excluded, std::unique_ptr<Bootstrap>* out) {
+  if (out == nullptr) {
+    WARN("bootstrap: shrink: null output pointer");
+    return Status::InvalidArgument;
+  }
+  if (aborted_) {
+    WARN("bootstrap: shrink after abort()");
+    return Status::InvalidUsage;
+  }
+  std::vector<bool> gone(static_cast<size_t>(nranks_), false);
+  for (int r : excluded) gone[static_cast<size_t>(r)] = true;
+  // Every survivor derives the same group id from the parent's and the excluded set, without an
+  // exchange (the excluded ranks may be dead); the tag keeps shrinks' ids apart from splits'.
+  uint64_t h = splitmix64((uint64_t{group_} << 32) | 0x5348524bu /* "SHRK" */);
+  h = splitmix64(h ^ shrinks_++);
+  std::unique_ptr<Bootstrap> child(new Bootstrap);
+  child->link_ = link_;
+  child->timeoutMs_ = timeoutMs_;
+  for (int r = 0; r < nranks_; ++r) {
+    if (gone[static_cast<size_t>(r)]) {
+      h = splitmix64(h ^ static_cast<uint64_t>(r));
+      continue;
+    }
+    if (r == rank_) child->rank_ = static_cast<int>(child->worldRanks_.size());
+    child->worldRanks_.push_back(worldRanks_[r]);
+    child->hosts_.push_back(hosts_[r]);
+  }
+  child->nranks_ = static_cast<int>(child->worldRanks_.size());
+  uint32_t gid = static_cast<uint32_t>(h);
+  if (gid == wire::kWorldGroup) gid ^= 0x40000000u;
+  child->group_ = gid;
+  *out = std::move(child);
+  return Status::Success;
+}
+
 Status Bootstrap::health() const {
   if (aborted_) {
     log::setLastError("bootstrap: aborted");
     return Status::InvalidUsage;
   }
-  return link_->health();
+  return link_->health(&worldRanks_);
 }
 
 void Bootstrap::abort() {

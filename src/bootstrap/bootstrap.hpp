@@ -45,6 +45,10 @@ class Bootstrap {
   /// the same connections (its rounds carry their own group id and sequence numbers). Collective
   /// over this bootstrap. color < 0: *out is null (the rank takes part in no sub-bootstrap).
   Status split(int color, int key, std::unique_ptr<Bootstrap>* out);
+  /// The sub-bootstrap of every rank not in `excluded` (ranks of this bootstrap, valid and
+  /// distinct; the caller is not among them), in their order. No exchange with the others: each
+  /// survivor computes the same group, so it works after a rank died, as long as the root lives.
+  Status shrink(const std::vector<int>& excluded, std::unique_ptr<Bootstrap>* out);
 
   int rank() const { return rank_; }
   int nranks() const { return nranks_; }
@@ -87,10 +91,17 @@ class Bootstrap {
   Status round(wire::Op op, int root, uint64_t bytes, const void* data, size_t dataBytes,
                const std::string& what, std::vector<Link::Bytes>* pieces);
 
+  /// Keeps a root that this process hosts alive for the others: the last bootstrap of the group
+  /// in this process waits (up to the timeout), after saying goodbye, until every rank has left
+  /// the root, so a rank 0 that finishes first does not pull the root from under the others.
+  /// Declared before link_: destroyed after it, once the goodbye is sent.
+  struct RootKeeper;
+  std::shared_ptr<RootKeeper> keeper_;
   std::shared_ptr<Link> link_;
   uint32_t group_ = 0;
   uint32_t seq_ = 0;
   uint32_t splits_ = 0;
+  uint32_t shrinks_ = 0;
   int rank_ = 0;
   int nranks_ = 0;
   int64_t timeoutMs_ = 0;

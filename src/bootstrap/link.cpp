@@ -1,12 +1,15 @@
 #include "bootstrap/link.hpp"
 
 #include <asio.hpp>
+#include <algorithm>
 #include <condition_variable>
 #include <deque>
 #include <map>
 #include <mutex>
+#include <set>
 #include <thread>
 
+#include "bootstrap/auth.hpp"
 #include "bootstrap/wire.hpp"
 #include "util/log.hpp"
 
@@ -35,6 +38,7 @@ struct Link::Impl {
   std::map<Key, Outcome> done;
   std::map<Key, wire::QueryReply> queries;
   int connectState = 0;  // 0 pending, 1 connected, -1 failed
+  Status connectStatus = Status::SystemError;
   std::string connectError;
   size_t queued = 0;     // frames not yet written
   bool closing = false;  // EOF is expected from now on
@@ -42,6 +46,11 @@ struct Link::Impl {
   std::atomic<uint32_t> failed{0};
   Status failStatus = Status::Success;
   std::string failText;
+  // What failed: the link itself (root lost, malformed message), or only some ranks, whose
+  // connections the root saw drop. Groups without those ranks (nlcclCommShrink's) go on.
+  bool broken = false;
+  std::set<int> down;                 ///< world ranks the root reported gone
+  std::map<int, std::string> downWhy;
   std::vector<Notifier*> wakers;
   FailureCallback callback;
 
@@ -50,11 +59,51 @@ struct Link::Impl {
   Bytes payload;
   std::deque<std::shared_ptr<Bytes>> outq;
 
-  void fail(Status s, const std::string& text) {
+  // Handshake state (io thread). The secret is wiped once the handshake is over.
+  Endpoint root;
+  Bytes helloSigned;  // rank, nranks, blob as the hello carries them
+  wire::Nonce rankNonce{};
+  int attempts = 0;
+  int hangupDelayMs = 0;  // back-off between connections the root closed unanswered
+
+  ~Impl() { auth::wipe(root.secret); }
+
+  /// Records a peer the root reported gone, then fails as any failure does (first one only).
+  void peerDown(int rank, const std::string& text) {
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      if (closing) return;
+      down.insert(rank);
+      downWhy.emplace(rank, text);
+    }
+    cv.notify_all();
+    fail(Status::RemoteError, text, false);
+  }
+
+  /// The failure of a group of world ranks `members` (all ranks when null): the link's, or that
+  /// of a member the root reported gone. Success otherwise. Under mu.
+  bool groupFailed(const std::vector<int>* members, Status* s, std::string* text) const {
+    if (failed.load() == 0) return false;
+    if (broken || members == nullptr) {
+      *s = failStatus;
+      *text = failText;
+      return true;
+    }
+    for (int m : *members)
+      if (down.count(m)) {
+        *s = Status::RemoteError;
+        *text = downWhy.at(m);
+        return true;
+      }
+    return false;
+  }
+
+  void fail(Status s, const std::string& text, bool linkBroken = true) {
     std::vector<Notifier*> ws;
     FailureCallback cb;
     {
       std::lock_guard<std::mutex> lock(mu);
+      if (linkBroken && !closing) broken = true;
       if (failed.load() != 0 || closing) return;
       failStatus = s;
       failText = text;
@@ -69,16 +118,12 @@ struct Link::Impl {
   }
 
   void attemptConnect(tcp::endpoint target, Clock::time_point deadline) {
+    ++attempts;
     sock.async_connect(target, [this, target, deadline](const asio::error_code& ec) {
       if (!ec) {
         asio::error_code ignored;
         sock.set_option(tcp::no_delay(true), ignored);
-        {
-          std::lock_guard<std::mutex> lock(mu);
-          connectState = 1;
-        }
-        cv.notify_all();
-        readHeader();
+        startHandshake(target, deadline);
         return;
       }
       bool again = (ec == asio::error::connection_refused || ec == asio::error::try_again) &&
@@ -92,15 +137,113 @@ struct Link::Impl {
         });
         return;
       }
-      {
-        std::lock_guard<std::mutex> lock(mu);
-        if (connectState == 0) {
-          connectState = -1;
-          connectError = ec.message();
-        }
-      }
-      cv.notify_all();
+      // Refused until the deadline: the root's listening socket is gone, so its process is (it
+      // opens the socket before the id exists). That is a dead peer, not a local failure.
+      if (ec == asio::error::connection_refused)
+        connectFailed(Status::RemoteError,
+                      "the bootstrap root refused every connection until the timeout (its process "
+                      "is gone?): " + ec.message());
+      else
+        connectFailed(Status::SystemError, ec.message());
     });
+  }
+
+  void connectFailed(Status s, const std::string& why) {
+    asio::error_code ignored;
+    sock.close(ignored);
+    auth::wipe(root.secret);
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      if (connectState == 0) {
+        connectState = -1;
+        connectStatus = s;
+        connectError = why;
+      }
+    }
+    cv.notify_all();
+  }
+
+  /// Sends the rank's nonce; the root answers with a Challenge (or an Error saying why not).
+  void startHandshake(tcp::endpoint target, Clock::time_point deadline) {
+    if (auth::randomBytes(rankNonce) != Status::Success)
+      return connectFailed(Status::SystemError, "no random bytes for the handshake");
+    // Synchronous: a few dozen bytes always fit a fresh connection's send buffer.
+    asio::error_code ec;
+    asio::write(sock, asio::buffer(wire::encodeAuthStart(rankNonce)), ec);
+    if (ec) return rootHungUp(target, deadline, ec.message());
+    asio::async_read(sock, asio::buffer(hdr), [this, target, deadline](const asio::error_code& e,
+                                                                       size_t) {
+      if (e == asio::error::operation_aborted) return;
+      if (e) return rootHungUp(target, deadline, e.message());
+      wire::Header h;
+      std::string why;
+      // Until the root has proved itself, only a hello-sized frame is accepted from it.
+      if (wire::parseHeader({hdr, sizeof(hdr)}, wire::kMaxHelloBytes, &h, &why) != wire::Parse::Ok)
+        return connectFailed(Status::RemoteError, "malformed answer from the root: " + why);
+      payload.resize(h.length);
+      asio::async_read(sock, asio::buffer(payload),
+                       [this, target, deadline, h](const asio::error_code& e2, size_t) {
+                         if (e2 == asio::error::operation_aborted) return;
+                         if (e2) return rootHungUp(target, deadline, e2.message());
+                         wire::Body body;
+                         std::string why2;
+                         if (!wire::parseBody(h, payload, &body, &why2))
+                           return connectFailed(Status::RemoteError,
+                                                "malformed answer from the root: " + why2);
+                         onHandshakeAnswer(h, body);
+                       });
+    });
+  }
+
+  void onHandshakeAnswer(const wire::Header& h, const wire::Body& body) {
+    if (h.type == wire::Type::Error) {
+      // Not authenticated yet: show the text, but only as printable characters.
+      return connectFailed(Status::InvalidUsage,
+                           printable(std::get<wire::ErrorMsg>(body).text));
+    }
+    if (h.type != wire::Type::Challenge)
+      return connectFailed(Status::RemoteError, "message type " + std::to_string(int(h.type)) +
+                                                    " from the root instead of a challenge");
+    const auto& ch = std::get<wire::Challenge>(body);
+    if (!auth::sameProof(ch.proof, auth::rootProof(root.secret, rankNonce, ch.nonce)))
+      return connectFailed(Status::RemoteError,
+                           "the root did not prove it holds this unique id's secret (a stale id, "
+                           "or another program on that port)");
+    wire::Proof proof = auth::rankProof(root.secret, rankNonce, ch.nonce, helloSigned);
+    auth::wipe(root.secret);
+    asio::error_code ec;
+    asio::write(sock, asio::buffer(wire::encodeHello(proof, helloSigned)), ec);
+    if (ec) return connectFailed(Status::RemoteError, "lost the root in the handshake: " + ec.message());
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      connectState = 1;
+    }
+    cv.notify_all();
+    readHeader();
+  }
+
+  /// The root closed the connection before answering: it drops connections while it is out of
+  /// descriptors. Nothing was committed yet, so connect again (10, 20 ... 200 ms apart).
+  void rootHungUp(tcp::endpoint target, Clock::time_point deadline, const std::string& why) {
+    asio::error_code ignored;
+    sock.close(ignored);
+    hangupDelayMs = std::clamp(hangupDelayMs * 2, 10, 200);
+    if (Clock::now() + std::chrono::milliseconds(hangupDelayMs) >= deadline)
+      return connectFailed(Status::RemoteError,
+                           "the root closed the connection before answering (" + why + ", " +
+                               std::to_string(attempts) + " attempts; out of descriptors?)");
+    INFO(log::kBootstrap, "bootstrap: the root closed the connection before answering (%s); "
+         "connecting again in %d ms", why.c_str(), hangupDelayMs);
+    retry.expires_after(std::chrono::milliseconds(hangupDelayMs));
+    retry.async_wait([this, target, deadline](const asio::error_code& tec) {
+      if (!tec) attemptConnect(target, deadline);
+    });
+  }
+
+  static std::string printable(std::string_view text) {
+    std::string s;
+    for (char ch : text.substr(0, 300)) s += (ch >= 0x20 && ch < 0x7f) ? ch : '?';
+    return s;
   }
 
   void readHeader() {
@@ -145,9 +288,11 @@ struct Link::Impl {
         queries[key] = std::get<wire::QueryReply>(body);
         break;
       }
-      case wire::Type::PeerDown:
-        fail(Status::RemoteError, std::string(std::get<wire::PeerDown>(body).reason));
-        return true;  // keep reading: the root may still answer
+      case wire::Type::PeerDown: {
+        const auto& pd = std::get<wire::PeerDown>(body);
+        peerDown(pd.rank, std::string(pd.reason));
+        return true;  // keep reading: the root still serves groups without that rank
+      }
       default:
         protocolError("unexpected message type " + std::to_string(int(h.type)) + " from the root");
         return false;
@@ -224,7 +369,9 @@ Link::Link(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 
 Link::~Link() { close(); }
 
-Status Link::connect(const Endpoint& ep, Clock::time_point deadline, std::shared_ptr<Link>* out) {
+Status Link::connect(const Endpoint& ep, int32_t rank, int32_t nranks,
+                     std::span<const uint8_t> blob, Clock::time_point deadline,
+                     std::shared_ptr<Link>* out) {
   std::shared_ptr<Link> link;
   try {
     link.reset(new Link(std::make_unique<Impl>()));
@@ -233,6 +380,8 @@ Status Link::connect(const Endpoint& ep, Clock::time_point deadline, std::shared
     return Status::SystemError;
   }
   Impl* im = link->impl_.get();
+  im->root = ep;
+  im->helloSigned = wire::helloSignedPart(rank, nranks, blob);
   asio::ip::address addr;
   if (ep.ipv6) {
     asio::ip::address_v6::bytes_type b;
@@ -253,6 +402,7 @@ Status Link::connect(const Endpoint& ep, Clock::time_point deadline, std::shared
   std::unique_lock<std::mutex> lock(im->mu);
   im->cv.wait_until(lock, deadline, [im] { return im->connectState != 0; });
   int state = im->connectState;
+  Status status = im->connectStatus;
   std::string err = im->connectError;
   lock.unlock();
   if (state == 1) {
@@ -264,15 +414,15 @@ Status Link::connect(const Endpoint& ep, Clock::time_point deadline, std::shared
     WARN("bootstrap: timed out connecting to the root at %s", ep.toString().c_str());
     return Status::Timeout;
   }
-  WARN("bootstrap: cannot connect to the root at %s: %s", ep.toString().c_str(), err.c_str());
-  return Status::SystemError;
+  WARN("bootstrap: cannot join the root at %s: %s", ep.toString().c_str(), err.c_str());
+  return status;
 }
 
 Status Link::send(Bytes frame) {
   Impl* im = impl_.get();
   {
     std::lock_guard<std::mutex> lock(im->mu);
-    if (im->failed.load() != 0) {
+    if (im->failed.load() != 0 && im->broken) {
       log::setLastError(im->failText);
       return im->failStatus;
     }
@@ -285,7 +435,8 @@ Status Link::send(Bytes frame) {
 }
 
 Status Link::awaitRound(uint32_t group, uint32_t seq, int nranks, Clock::time_point deadline,
-                        int64_t timeoutMs, const std::string& what, std::vector<Bytes>* pieces) {
+                        int64_t timeoutMs, const std::string& what, std::vector<Bytes>* pieces,
+                        const std::vector<int>* members) {
   Impl* im = impl_.get();
   Key key{group, seq};
   // Ask the root who is missing a little before the deadline so the Timeout can name them.
@@ -308,9 +459,9 @@ Status Link::awaitRound(uint32_t group, uint32_t seq, int nranks, Clock::time_po
       *pieces = std::move(o.pieces);
       return Status::Success;
     }
-    if (im->failed.load() != 0) {
-      std::string text = im->failText;
-      Status s = im->failStatus;
+    Status s;
+    std::string text;
+    if (im->groupFailed(members, &s, &text)) {
       lock.unlock();
       WARN("bootstrap: %s: %s", what.c_str(), text.c_str());
       return s;
@@ -344,12 +495,15 @@ Status Link::awaitRound(uint32_t group, uint32_t seq, int nranks, Clock::time_po
   return Status::Timeout;
 }
 
-Status Link::health() const {
+Status Link::health(const std::vector<int>* members) const {
   Impl* im = impl_.get();
   if (im->failed.load(std::memory_order_acquire) == 0) return Status::Success;
   std::lock_guard<std::mutex> lock(im->mu);
-  log::setLastError(im->failText);
-  return im->failStatus;
+  Status s;
+  std::string text;
+  if (!im->groupFailed(members, &s, &text)) return Status::Success;
+  log::setLastError(text);
+  return s;
 }
 
 const std::atomic<uint32_t>* Link::failureWord() const { return &impl_->failed; }

@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <asio.hpp>
+#include <algorithm>
 #include <cstdlib>
 #include <deque>
 #include <map>
@@ -11,6 +12,9 @@
 #include <optional>
 #include <thread>
 
+#include "bootstrap/allow.hpp"
+#include "bootstrap/auth.hpp"
+#include "bootstrap/listener.hpp"
 #include "bootstrap/wire.hpp"
 #include "util/log.hpp"
 
@@ -21,14 +25,19 @@ namespace {
 using asio::ip::tcp;
 using Bytes = std::vector<uint8_t>;
 
+/// Where a connection is in the handshake (wire.hpp): AuthStart, Challenge, Hello.
+enum class Stage { New, Challenged, Joined };
+
 /// One accepted connection. Lives in RootServer::conns_ until its socket is closed.
 struct Conn {
-  explicit Conn(asio::io_context& io) : sock(io), helloTimer(io) {}
+  Conn(asio::io_context& io, tcp::socket s) : sock(std::move(s)), helloTimer(io) {}
   tcp::socket sock;
-  asio::steady_timer helloTimer;
+  asio::steady_timer helloTimer;  // the whole handshake must finish before it fires
   uint64_t id = 0;
   std::string peer;
-  int rank = -1;  // world rank once the hello is accepted
+  Stage stage = Stage::New;
+  wire::Nonce rankNonce{}, rootNonce{};
+  int rank = -1;  // world rank once the hello is accepted (stage Joined)
   bool goodbye = false;
   bool closed = false;
   uint8_t hdr[wire::kHeaderBytes];
@@ -52,34 +61,22 @@ struct Round {
 
 class RootServer {
  public:
-  RootServer(uint64_t secret, int64_t helloTimeoutMs)
-      : secret_(secret), helloTimeoutMs_(helloTimeoutMs), acceptor_(io_) {}
+  RootServer(const Secret& secret, AllowList allow, int64_t helloTimeoutMs)
+      : secret_(secret),
+        allow_(std::move(allow)),
+        helloTimeoutMs_(helloTimeoutMs),
+        listener_(io_) {}
 
   Status listen(const Endpoint& want, Endpoint* got) {
-    asio::error_code ec;
-    tcp::endpoint ep(want.ipv6 ? asio::ip::address(asio::ip::address_v6(
-                                     *reinterpret_cast<const asio::ip::address_v6::bytes_type*>(
-                                         want.addr.data())))
-                               : asio::ip::address(asio::ip::address_v4(
-                                     {want.addr[0], want.addr[1], want.addr[2], want.addr[3]})),
-                     want.port);
-    acceptor_.open(ep.protocol(), ec);
-    if (!ec) acceptor_.set_option(tcp::acceptor::reuse_address(true), ec);
-    if (!ec) acceptor_.bind(ep, ec);
-    if (!ec) acceptor_.listen(asio::socket_base::max_listen_connections, ec);
-    if (ec) {
-      WARN("bootstrap: cannot listen on %s: %s", want.toString().c_str(), ec.message().c_str());
-      return Status::SystemError;
-    }
-    *got = want;
-    got->port = acceptor_.local_endpoint(ec).port();
-    INFO(log::kBootstrap, "bootstrap root listening on %s", got->toString().c_str());
+    NLCHECK(listener_.listen(want, got));
+    INFO(log::kBootstrap, "bootstrap root listening on %s, accepting ranks from %s",
+         got->toString().c_str(), allow_.toString().c_str());
     return Status::Success;
   }
 
   void start() {
     running_ = true;
-    accept();
+    listener_.start([this](tcp::socket sock) { onAccepted(std::move(sock)); });
     thread_ = std::thread([this] {
       try {
         io_.run();
@@ -109,32 +106,35 @@ class RootServer {
     s.running = running_;
     s.joined = joined_;
     s.live = live_;
+    s.acceptFailures = listener_.acceptFailures();
+    s.dropped = listener_.dropped();
     s.refusals = refusals_;
     return s;
   }
 
  private:
-  void accept() {
-    auto c = std::make_shared<Conn>(io_);
-    acceptor_.async_accept(c->sock, [this, c](const asio::error_code& ec) {
-      if (ec) {
-        if (ec != asio::error::operation_aborted && acceptor_.is_open()) accept();
-        return;
-      }
-      asio::error_code ignored;
-      c->sock.set_option(tcp::no_delay(true), ignored);
-      auto rep = c->sock.remote_endpoint(ignored);
-      c->peer = rep.address().to_string() + ":" + std::to_string(rep.port());
-      c->id = ++nextConnId_;
-      conns_[c->id] = c;
-      c->helloTimer.expires_after(std::chrono::milliseconds(helloTimeoutMs_));
-      c->helloTimer.async_wait([this, c](const asio::error_code& tec) {
-        if (!tec && c->rank < 0 && !c->closed)
-          refuse(c, "no hello within " + std::to_string(helloTimeoutMs_) + " ms");
-      });
-      readHeader(c);
-      accept();
+  void onAccepted(tcp::socket sock) {
+    auto c = std::make_shared<Conn>(io_, std::move(sock));
+    asio::error_code ignored;
+    c->sock.set_option(tcp::no_delay(true), ignored);
+    auto rep = c->sock.remote_endpoint(ignored);
+    if (ignored) return;  // reset before we got to it: nobody to refuse (the socket closes)
+    c->peer = rep.address().to_string() + ":" + std::to_string(rep.port());
+    c->id = ++nextConnId_;
+    conns_[c->id] = c;
+    if (!allowed(rep.address()))
+      return refuse(c, "address " + rep.address().to_string() + " is outside NLCCL_BOOTSTRAP_ALLOW");
+    c->helloTimer.expires_after(std::chrono::milliseconds(helloTimeoutMs_));
+    c->helloTimer.async_wait([this, c](const asio::error_code& tec) {
+      if (!tec && c->rank < 0 && !c->closed)
+        refuse(c, "no hello within " + std::to_string(helloTimeoutMs_) + " ms");
     });
+    readHeader(c);
+  }
+
+  bool allowed(const asio::ip::address& a) const {
+    if (a.is_v4()) return allow_.allows(false, a.to_v4().to_bytes().data());
+    return allow_.allows(true, a.to_v6().to_bytes().data());
   }
 
   void readHeader(const ConnPtr& c) {
@@ -175,13 +175,17 @@ class RootServer {
 
   /// Returns false when the connection was closed (stop reading).
   bool dispatch(const ConnPtr& c, const wire::Header& h, const wire::Body& body) {
-    if (c->rank < 0 && h.type != wire::Type::Hello) {
-      refuse(c, "message type " + std::to_string(int(h.type)) + " before hello");
+    if (c->stage == Stage::New) {
+      if (h.type == wire::Type::AuthStart) return onAuthStart(c, std::get<wire::AuthStart>(body));
+      refuse(c, "message type " + std::to_string(int(h.type)) + " before the handshake");
+      return false;
+    }
+    if (c->stage == Stage::Challenged) {
+      if (h.type == wire::Type::Hello) return onHello(c, std::get<wire::Hello>(body));
+      refuse(c, "message type " + std::to_string(int(h.type)) + " where the hello belongs");
       return false;
     }
     switch (h.type) {
-      case wire::Type::Hello:
-        return onHello(c, std::get<wire::Hello>(body));
       case wire::Type::Gather:
         return onGather(c, h, std::get<wire::Gather>(body));
       case wire::Type::Query: {
@@ -205,9 +209,28 @@ class RootServer {
     }
   }
 
+  /// Answers the rank's nonce with a fresh one and the root's proof over both.
+  bool onAuthStart(const ConnPtr& c, const wire::AuthStart& m) {
+    if (auth::randomBytes(c->rootNonce) != Status::Success) {
+      refuse(c, "no random bytes for a challenge");
+      return false;
+    }
+    c->rankNonce = m.nonce;
+    c->stage = Stage::Challenged;
+    send(c, wire::encodeChallenge(c->rootNonce,
+                                  auth::rootProof(secret_, c->rankNonce, c->rootNonce)));
+    return true;
+  }
+
   bool onHello(const ConnPtr& c, const wire::Hello& m) {
-    if (c->rank >= 0) return refuse(c, "second hello on one connection"), false;
-    if (m.secret != secret_) return refuse(c, "bad secret (not from this unique id)"), false;
+    // The proof covers this connection's nonces, so a hello recorded on another connection fails
+    // here; checked before anything the hello claims is looked at.
+    if (!auth::sameProof(m.proof,
+                         auth::rankProof(secret_, c->rankNonce, c->rootNonce, m.signedPart))) {
+      refuse(c, "authentication failed: the hello's proof does not match (wrong secret, or a "
+                "hello replayed from another connection)");
+      return false;
+    }
     if (nranks_ == 0) {
       nranks_ = m.nranks;
       slots_.assign(nranks_, 0);
@@ -221,6 +244,7 @@ class RootServer {
       return false;
     }
     c->helloTimer.cancel();
+    c->stage = Stage::Joined;
     c->rank = m.rank;
     slots_[m.rank] = c->id;
     {
@@ -319,8 +343,27 @@ class RootServer {
     if (c->rank >= 0) {
       rankLost(c, "rank " + std::to_string(c->rank) + " was dropped: " + why);
     } else {
-      closeConn(c);
+      tellAndClose(c, "refused by the bootstrap root: " + why);
     }
+  }
+
+  /// Before the handshake is done: tells the peer why (a real rank then fails at once with the
+  /// reason instead of connecting again), then closes. Best effort and never blocks: one small
+  /// frame fits a fresh connection's send buffer. What the peer already sent is discarded first,
+  /// since closing with unread input resets the connection and can destroy the reason unread.
+  void tellAndClose(const ConnPtr& c, const std::string& why) {
+    if (c->closed) return;
+    asio::error_code ignored;
+    auto frame = wire::encodeError(wire::kWorldGroup, 0, why);
+    c->sock.non_blocking(true, ignored);
+    c->sock.send(asio::buffer(frame), 0, ignored);
+    c->sock.shutdown(tcp::socket::shutdown_send, ignored);
+    uint8_t scratch[4096];
+    for (int i = 0; i < 64; ++i) {
+      asio::error_code ec;
+      if (c->sock.receive(asio::buffer(scratch), 0, ec) == 0 || ec) break;
+    }
+    closeConn(c);
   }
 
   void closeConn(const ConnPtr& c) {
@@ -348,7 +391,7 @@ class RootServer {
 
   void shutdown() {
     asio::error_code ignored;
-    acceptor_.close(ignored);
+    listener_.close();
     auto conns = conns_;
     for (auto& [id, c] : conns) {
       c->closed = true;
@@ -381,10 +424,11 @@ class RootServer {
                       });
   }
 
-  const uint64_t secret_;
+  const Secret secret_;
+  const AllowList allow_;
   const int64_t helloTimeoutMs_;
   asio::io_context io_;
-  tcp::acceptor acceptor_;
+  Listener listener_;
   std::thread thread_;
   std::map<uint64_t, ConnPtr> conns_;
   std::map<std::pair<uint32_t, uint32_t>, Round> rounds_;
@@ -402,7 +446,7 @@ class RootServer {
 struct Registry {
   std::mutex mu;
   pid_t owner = getpid();
-  std::map<uint64_t, std::unique_ptr<RootServer>> roots;  // by secret
+  std::map<Secret, std::unique_ptr<RootServer>> roots;  // by secret
 };
 
 Registry& registry() {
@@ -414,7 +458,7 @@ Registry& registry() {
 
 void shutdownAllRoots() {
   Registry& reg = registry();
-  std::map<uint64_t, std::unique_ptr<RootServer>> roots;
+  std::map<Secret, std::unique_ptr<RootServer>> roots;
   {
     std::lock_guard<std::mutex> lock(reg.mu);
     // A forked child holds copies of the parent's roots but not their threads: leave them alone.
@@ -431,11 +475,13 @@ Status createUniqueId(UniqueId* id) {
   }
   Endpoint want, got;
   NLCHECK(listenEndpointFromEnv(&want));
-  want.secret = randomSecret();
+  AllowList allow;
+  NLCHECK(allowListFromEnv(want, &allow));
+  NLCHECK(auth::randomBytes(want.secret));
   int64_t helloMs = std::min<int64_t>(resolveTimeoutMs(0), 60000);
   std::unique_ptr<RootServer> root;
   try {
-    root = std::make_unique<RootServer>(want.secret, helloMs);
+    root = std::make_unique<RootServer>(want.secret, std::move(allow), helloMs);
     NLCHECK(root->listen(want, &got));
     root->start();
   } catch (const std::exception& e) {

@@ -22,6 +22,8 @@ struct RootStats {
   bool running = false;  ///< the root thread still serves
   int joined = 0;        ///< ranks that completed their hello
   int live = 0;          ///< authenticated connections still open
+  int acceptFailures = 0;  ///< accept() calls that failed (out of descriptors, ...)
+  int dropped = 0;         ///< connections accepted and closed at once for want of descriptors
   std::vector<std::string> refusals;  ///< one line per refused connection or message
 };
 

@@ -13,7 +13,6 @@
 #include <cstring>
 #include <cinttypes>
 #include <fstream>
-#include <random>
 
 #include "util/log.hpp"
 #include "util/params.hpp"
@@ -22,10 +21,13 @@ namespace nlccl::bootstrap {
 
 namespace {
 
-// Layout: magic u32 | version u16 | family u16 (4/6) | port u16 (network order) | pad u16 |
-// addr[16] | secret u64 | zeros.
+// Layout (version 2; docs/security.md repeats it). Offsets in bytes, integers in host order
+// unless said otherwise; the id only travels between processes of one job, like NCCL's.
+//   0  magic u32 "NCID"      4  version u16 (2)      6  family u16 (4 or 6)
+//   8  port u16 (network)   10  zero u16            12  address[16] (IPv4: first 4, network order)
+//  28  secret[16] (random, the HMAC key)            44  zeros up to 128 (checked on decode)
 constexpr size_t kOffMagic = 0, kOffVersion = 4, kOffFamily = 6, kOffPort = 8, kOffAddr = 12,
-                 kOffSecret = 28, kOffTail = 36;
+                 kOffSecret = 28, kOffTail = 44;
 
 bool parsePort(const std::string& s, uint16_t* port) {
   if (s.empty() || s.size() > 5) return false;
@@ -155,7 +157,7 @@ void encodeUniqueId(const Endpoint& ep, UniqueId* id) {
   memcpy(id->bytes + kOffFamily, &family, 2);
   memcpy(id->bytes + kOffPort, &port, 2);
   memcpy(id->bytes + kOffAddr, ep.addr.data(), 16);
-  memcpy(id->bytes + kOffSecret, &ep.secret, 8);
+  memcpy(id->bytes + kOffSecret, ep.secret.data(), ep.secret.size());
 }
 
 Status decodeUniqueId(const UniqueId& id, Endpoint* ep) {
@@ -177,6 +179,10 @@ Status decodeUniqueId(const UniqueId& id, Endpoint* ep) {
     WARN("bootstrap: unique id has an unknown address family %u", family);
     return Status::InvalidArgument;
   }
+  if (id.bytes[kOffPort + 2] != 0 || id.bytes[kOffPort + 3] != 0) {
+    WARN("bootstrap: unique id is corrupt (nonzero padding)");
+    return Status::InvalidArgument;
+  }
   for (size_t i = kOffTail; i < sizeof(id.bytes); ++i) {
     if (id.bytes[i] != 0) {
       WARN("bootstrap: unique id is corrupt (nonzero byte %zu)", i);
@@ -186,9 +192,13 @@ Status decodeUniqueId(const UniqueId& id, Endpoint* ep) {
   ep->ipv6 = family == 6;
   ep->port = ntohs(port);
   memcpy(ep->addr.data(), id.bytes + kOffAddr, 16);
-  memcpy(&ep->secret, id.bytes + kOffSecret, 8);
+  memcpy(ep->secret.data(), id.bytes + kOffSecret, ep->secret.size());
   if (ep->port == 0) {
     WARN("bootstrap: unique id has port 0");
+    return Status::InvalidArgument;
+  }
+  if (ep->secret == Secret{}) {
+    WARN("bootstrap: unique id has an all-zero secret (corrupt)");
     return Status::InvalidArgument;
   }
   return Status::Success;
@@ -203,19 +213,6 @@ Status listenEndpointFromEnv(Endpoint* ep) {
   const Param<std::string> ifname = paramSocketIfname();
   if (ifname.set) return interfaceAddress(ifname.value.c_str(), ep);
   return Status::Success;
-}
-
-uint64_t randomSecret() {
-  uint64_t v = 0;
-  if (FILE* f = fopen("/dev/urandom", "rb")) {
-    if (fread(&v, sizeof(v), 1, f) != 1) v = 0;
-    fclose(f);
-  }
-  if (v == 0) {
-    std::random_device rd;
-    v = (uint64_t(rd()) << 32) ^ rd();
-  }
-  return v == 0 ? 0x9e3779b97f4a7c15ull : v;
 }
 
 std::string hostIdentity() {

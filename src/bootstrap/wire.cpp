@@ -67,7 +67,7 @@ Parse parseHeader(std::span<const uint8_t> in, size_t maxPayload, Header* out, s
     return Parse::Bad;
   }
   uint16_t type = get16(p + 4);
-  if (type < static_cast<uint16_t>(Type::Hello) || type > static_cast<uint16_t>(Type::Goodbye)) {
+  if (type < static_cast<uint16_t>(Type::Hello) || type > static_cast<uint16_t>(Type::Challenge)) {
     if (why) *why = "unknown message type " + std::to_string(type);
     return Parse::Bad;
   }
@@ -95,14 +95,32 @@ bool parseBody(const Header& h, std::span<const uint8_t> pl, Body* out, std::str
   const size_t n = pl.size();
   switch (h.type) {
     case Type::Hello: {
-      if (n < 16) return fail(why, "truncated hello");
+      if (n < kProofBytes + 8) return fail(why, "truncated hello");
       if (h.group != kWorldGroup || h.seq != 0) return fail(why, "hello outside round 0");
       Hello m;
-      m.secret = get64(p);
-      m.rank = getI32(p + 8);
-      m.nranks = getI32(p + 12);
+      memcpy(m.proof.data(), p, kProofBytes);
+      m.rank = getI32(p + kProofBytes);
+      m.nranks = getI32(p + kProofBytes + 4);
       if (!validRankPair(m.rank, m.nranks, why)) return false;
-      m.blob = pl.subspan(16);
+      m.signedPart = pl.subspan(kProofBytes);
+      m.blob = pl.subspan(kProofBytes + 8);
+      *out = m;
+      return true;
+    }
+    case Type::AuthStart: {
+      if (h.group != kWorldGroup || h.seq != 0) return fail(why, "auth-start outside round 0");
+      if (n != kNonceBytes) return fail(why, "bad auth-start size");
+      AuthStart m;
+      memcpy(m.nonce.data(), p, kNonceBytes);
+      *out = m;
+      return true;
+    }
+    case Type::Challenge: {
+      if (h.group != kWorldGroup || h.seq != 0) return fail(why, "challenge outside round 0");
+      if (n != kNonceBytes + kProofBytes) return fail(why, "bad challenge size");
+      Challenge m;
+      memcpy(m.nonce.data(), p, kNonceBytes);
+      memcpy(m.proof.data(), p + kNonceBytes, kProofBytes);
       *out = m;
       return true;
     }
@@ -201,13 +219,32 @@ Parse parseFrame(std::span<const uint8_t> in, size_t maxPayload, Message* out, s
   return Parse::Ok;
 }
 
-std::vector<uint8_t> encodeHello(uint64_t secret, int32_t rank, int32_t nranks,
-                                 std::span<const uint8_t> blob) {
-  auto v = start(Type::Hello, kWorldGroup, 0, 16 + blob.size());
-  put64(v, secret);
+std::vector<uint8_t> helloSignedPart(int32_t rank, int32_t nranks, std::span<const uint8_t> blob) {
+  std::vector<uint8_t> v;
+  v.reserve(8 + blob.size());
   put32(v, static_cast<uint32_t>(rank));
   put32(v, static_cast<uint32_t>(nranks));
   putBytes(v, blob);
+  return v;
+}
+
+std::vector<uint8_t> encodeHello(const Proof& proof, std::span<const uint8_t> signedPart) {
+  auto v = start(Type::Hello, kWorldGroup, 0, kProofBytes + signedPart.size());
+  putBytes(v, proof);
+  putBytes(v, signedPart);
+  return finish(std::move(v));
+}
+
+std::vector<uint8_t> encodeAuthStart(const Nonce& nonce) {
+  auto v = start(Type::AuthStart, kWorldGroup, 0, kNonceBytes);
+  putBytes(v, nonce);
+  return finish(std::move(v));
+}
+
+std::vector<uint8_t> encodeChallenge(const Nonce& nonce, const Proof& proof) {
+  auto v = start(Type::Challenge, kWorldGroup, 0, kNonceBytes + kProofBytes);
+  putBytes(v, nonce);
+  putBytes(v, proof);
   return finish(std::move(v));
 }
 

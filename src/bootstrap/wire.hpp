@@ -4,6 +4,7 @@
 // garbage, truncated or oversized frame is refused with a reason (the fuzz target covers this file).
 #pragma once
 
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <span>
@@ -26,9 +27,18 @@ constexpr size_t kMaxMessageBytes = size_t{64} << 20;
 constexpr int32_t kMaxRanks = 1 << 16;
 /// Group of the communicator formed by init (sub-communicators from split use other ids).
 constexpr uint32_t kWorldGroup = 0;
+/// Fresh random bytes each side contributes to a handshake.
+constexpr size_t kNonceBytes = 32;
+/// An HMAC-SHA256 value.
+constexpr size_t kProofBytes = 32;
+using Nonce = std::array<uint8_t, kNonceBytes>;
+using Proof = std::array<uint8_t, kProofBytes>;
 
+// The handshake (all in group 0 / seq 0): AuthStart (rank's nonce), Challenge (root's nonce and
+// the root's proof over both), Hello (the rank's proof over both, binding its rank, nranks, blob).
+// Before it, either side accepts only these (and Error) and frames of at most kMaxHelloBytes.
 enum class Type : uint16_t {
-  Hello = 1,       ///< rank -> root: secret, rank, nranks, blob (round group 0 / seq 0)
+  Hello = 1,       ///< rank -> root: proof, rank, nranks, blob (ends the handshake; joins round 0)
   Gather = 2,      ///< rank -> root: one contribution to a round (group, seq)
   Result = 3,      ///< root -> rank: every rank's piece of a finished round
   Query = 4,       ///< rank -> root: which ranks has round (group, seq) not heard from?
@@ -36,6 +46,8 @@ enum class Type : uint16_t {
   PeerDown = 6,    ///< root -> rank: a rank's connection dropped (or it aborted)
   Error = 7,       ///< root -> rank: a round failed (mismatched sizes, ...)
   Goodbye = 8,     ///< rank -> root: orderly close follows; not a failure
+  AuthStart = 9,   ///< rank -> root: the rank's nonce (first frame of a connection)
+  Challenge = 10,  ///< root -> rank: the root's nonce and the root's proof
 };
 
 /// What a Gather round computes at the root.
@@ -49,10 +61,18 @@ struct Header {
 };
 
 struct Hello {
-  uint64_t secret = 0;
+  Proof proof{};
   int32_t rank = -1;
   int32_t nranks = 0;
   std::span<const uint8_t> blob;
+  std::span<const uint8_t> signedPart;  ///< the payload after the proof (what the proof covers)
+};
+struct AuthStart {
+  Nonce nonce{};
+};
+struct Challenge {
+  Nonce nonce{};
+  Proof proof{};
 };
 struct Gather {
   int32_t rank = -1;
@@ -81,7 +101,8 @@ struct ErrorMsg {
 };
 struct Goodbye {};
 
-using Body = std::variant<Hello, Gather, Result, Query, QueryReply, PeerDown, ErrorMsg, Goodbye>;
+using Body = std::variant<Hello, Gather, Result, Query, QueryReply, PeerDown, ErrorMsg, Goodbye,
+                          AuthStart, Challenge>;
 
 /// A parsed frame. Spans point into the input buffer.
 struct Message {
@@ -104,8 +125,12 @@ Parse parseFrame(std::span<const uint8_t> in, size_t maxPayload, Message* out, s
                  std::string* why);
 
 // ---- encoders (each returns a whole frame) ----
-std::vector<uint8_t> encodeHello(uint64_t secret, int32_t rank, int32_t nranks,
-                                 std::span<const uint8_t> blob);
+/// The bytes a Hello's proof covers: rank, nranks and blob exactly as encodeHello writes them.
+std::vector<uint8_t> helloSignedPart(int32_t rank, int32_t nranks, std::span<const uint8_t> blob);
+/// A Hello carrying `proof` and `signedPart` (from helloSignedPart).
+std::vector<uint8_t> encodeHello(const Proof& proof, std::span<const uint8_t> signedPart);
+std::vector<uint8_t> encodeAuthStart(const Nonce& nonce);
+std::vector<uint8_t> encodeChallenge(const Nonce& nonce, const Proof& proof);
 std::vector<uint8_t> encodeGather(uint32_t group, uint32_t seq, const Gather& g);
 std::vector<uint8_t> encodeResult(uint32_t group, uint32_t seq,
                                   const std::vector<std::vector<uint8_t>>& pieces);

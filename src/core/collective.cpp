@@ -1,5 +1,6 @@
 #include "core/collective.hpp"
 
+#include <algorithm>
 #include <cstring>
 #include <functional>
 #include <sstream>
@@ -64,6 +65,21 @@ bool packed(const size_t* counts, const size_t* displs, int p) {
   return true;
 }
 
+/// NLCCL_CHECK's record of an all-to-all-v: the signature and both count vectors.
+CallCheck allToAllvCheck(Communicator* comm, uint64_t seq, const CollArgs& a,
+                         const std::string& algo) {
+  const int p = comm->nranks();
+  CallCheck c;
+  c.comm = comm;
+  c.seq = seq;
+  c.sig.collective = static_cast<int32_t>(Collective::AllToAllv);
+  c.sig.dtype = static_cast<int32_t>(a.dtype);
+  c.sig.algorithmHash = std::hash<std::string>{}(algo);
+  c.counts.assign(a.sendcounts, a.sendcounts + p);
+  c.counts.insert(c.counts.end(), a.recvcounts, a.recvcounts + p);
+  return c;
+}
+
 /// All-to-all-v through a Plan (any algorithm but direct): the Plan needs every rank's counts, so
 /// the Work first all-gathers the count rows, then builds the Plan; blocks are packed into scratch
 /// when the user's displacements are not already packed.
@@ -71,20 +87,25 @@ Status allToAllvPlanned(Communicator* comm, const CollArgs& a, Stream* stream,
                         const std::string& algo) {
   const int p = comm->nranks(), me = comm->rank();
   const size_t es = dataTypeSize(a.dtype);
+  plan::Request shape;
+  NLCHECK(hierShape(*comm, &shape));  // may reject NLCCL_HIER_*: before any state changes
   auto work = std::make_shared<Work>();
   work->addComm(comm);
-  // Counts gathered as uint64 rows: matrix[i*p + j] = elements rank i sends rank j.
+  // Counts gathered as uint64 rows of 2p: rank i's sendcounts, then its recvcounts. Every rank
+  // then sees the whole matrix and what each rank expects, so a mismatch is found (and
+  // reported) alike on every rank instead of only on the rank that expects other counts.
   auto row = std::make_shared<std::vector<uint64_t>>(a.sendcounts, a.sendcounts + p);
-  auto matrix = std::make_shared<std::vector<uint64_t>>(static_cast<size_t>(p) * p);
+  row->insert(row->end(), a.recvcounts, a.recvcounts + p);
+  auto rows = std::make_shared<std::vector<uint64_t>>(static_cast<size_t>(p) * 2 * p);
   plan::Request countsReq;
   countsReq.collective = Collective::AllGather;
   countsReq.nranks = p;
-  countsReq.count = static_cast<size_t>(p);
+  countsReq.count = static_cast<size_t>(2 * p);
   engine::CollJob pre;
   NLCHECK(comm->getPlan(countsReq, "ring", &pre.plan));
   pre.rank = me;
   pre.input = row->data();
-  pre.output = matrix->data();
+  pre.output = rows->data();
   pre.dtype = DataType::Uint64;
   pre.transport = comm->transport();
   pre.seq = comm->nextCollSeq();
@@ -94,8 +115,6 @@ Status allToAllvPlanned(Communicator* comm, const CollArgs& a, Stream* stream,
       rc(a.recvcounts, a.recvcounts + p), rd(a.rdispls, a.rdispls + p);
   const char* send = static_cast<const char*>(a.send);
   char* recv = static_cast<char*>(a.recv);
-  plan::Request shape;
-  NLCHECK(hierShape(*comm, &shape));
   work->prepare.push_back([=](Work& w) -> Status {
     (void)row;  // owned here until the counts have been gathered
     plan::Request req;
@@ -103,12 +122,19 @@ Status allToAllvPlanned(Communicator* comm, const CollArgs& a, Stream* stream,
     req.nranks = p;
     req.groups = shape.groups;
     req.levelAlgorithms = shape.levelAlgorithms;
-    req.matrix.assign(matrix->begin(), matrix->end());
-    for (int j = 0; j < p; ++j)
-      if (req.matrix[static_cast<size_t>(j) * p + me] != rc[j]) {
-        WARN("nlcclAlltoAllv: rank %d expects %zu elements from rank %d, which sends %zu", me,
-             rc[j], j, static_cast<size_t>(req.matrix[static_cast<size_t>(j) * p + me]));
-        return Status::InvalidArgument;
+    const size_t up = static_cast<size_t>(p);
+    req.matrix.resize(up * up);
+    for (size_t i = 0; i < up; ++i)
+      for (size_t j = 0; j < up; ++j) {
+        const uint64_t sent = (*rows)[i * 2 * up + j], expected = (*rows)[j * 2 * up + up + i];
+        if (sent != expected) {
+          WARN("nlcclAlltoAllv: rank %zu sends rank %zu %llu elements but rank %zu expects %llu "
+               "from it (seen from rank %d)",
+               i, j, static_cast<unsigned long long>(sent), j,
+               static_cast<unsigned long long>(expected), me);
+          return Status::InvalidUsage;
+        }
+        req.matrix[i * up + j] = sent;
       }
     std::shared_ptr<const plan::CompiledPlan> plan;
     NLCHECK(comm->getPlan(req, algo, &plan));
@@ -147,29 +173,55 @@ Status allToAllvPlanned(Communicator* comm, const CollArgs& a, Stream* stream,
     w.colls.push_back(job);
     w.collComms.push_back(comm);
     w.collScratch.push_back(0);  // leased above: this runs inside execute()
-    CallSignature sig;
-    sig.collective = static_cast<int32_t>(Collective::AllToAllv);
-    sig.dtype = static_cast<int32_t>(a.dtype);
-    sig.algorithmHash = std::hash<std::string>{}(algo);
-    w.signatures.push_back(sig);
+    if (comm->config().check) w.checks.push_back(allToAllvCheck(comm, seq, a, algo));
     return Status::Success;
   });
   return submit(std::move(work), stream);
 }
 
+/// True when a receive block overlaps a send block (the blocks of each buffer may interleave
+/// with the other's, as long as no byte is in both).
+bool blocksOverlap(const CollArgs& a, int p, size_t es) {
+  std::vector<std::pair<uintptr_t, uintptr_t>> sends, recvs;
+  const auto s0 = reinterpret_cast<uintptr_t>(a.send), r0 = reinterpret_cast<uintptr_t>(a.recv);
+  for (int j = 0; j < p; ++j) {
+    if (a.sendcounts[j] > 0) sends.push_back({s0 + a.sdispls[j] * es, s0 + (a.sdispls[j] + a.sendcounts[j]) * es});
+    if (a.recvcounts[j] > 0) recvs.push_back({r0 + a.rdispls[j] * es, r0 + (a.rdispls[j] + a.recvcounts[j]) * es});
+  }
+  std::sort(sends.begin(), sends.end());
+  std::sort(recvs.begin(), recvs.end());
+  for (size_t i = 0, k = 0; i < sends.size() && k < recvs.size();) {
+    if (sends[i].first < recvs[k].second && recvs[k].first < sends[i].second) return true;
+    (sends[i].second <= recvs[k].second ? i : k) += 1;
+  }
+  return false;
+}
+
 Status allToAllv(Communicator* comm, const CollArgs& a, Stream* stream) {
+  const size_t es = dataTypeSize(a.dtype);
+  const int p = comm->nranks(), me = comm->rank();
+  // Every check this rank can make alone comes first: a rejected call changes no state.
   if (a.send == a.recv && a.send != nullptr) {
     WARN("nlcclAlltoAllv: sendbuff and recvbuff are the same buffer; in-place all-to-all-v is not "
          "supported");
     return Status::InvalidArgument;
   }
+  if (a.sendcounts[me] != a.recvcounts[me]) {
+    WARN("nlcclAlltoAllv: rank %d sends itself %zu elements but expects %zu", me, a.sendcounts[me],
+         a.recvcounts[me]);
+    return Status::InvalidArgument;
+  }
+  if (blocksOverlap(a, p, es)) {
+    WARN("nlcclAlltoAllv: a block of recvbuff (recvcounts/rdispls) overlaps a block of sendbuff "
+         "(sendcounts/sdispls)");
+    return Status::InvalidArgument;
+  }
   std::string algo = comm->algorithmFor(Collective::AllToAllv);
   if (algo != "direct") return allToAllvPlanned(comm, a, stream, algo);
-  const size_t es = dataTypeSize(a.dtype);
-  const int p = comm->nranks(), me = comm->rank();
   auto work = std::make_shared<Work>();
   work->addComm(comm);
-  uint64_t tag = engine::makeCollTag(comm->nextCollSeq(), 0, 0);
+  const uint64_t seq = comm->nextCollSeq();
+  const uint64_t tag = engine::makeCollTag(seq, 0, 0);
   engine::P2PJob job;
   job.transport = comm->transport();
   job.collectiveAlgorithm = "direct";
@@ -184,11 +236,6 @@ Status allToAllv(Communicator* comm, const CollArgs& a, Stream* stream) {
       job.ops.push_back({true, to, const_cast<char*>(send) + a.sdispls[to] * es,
                          a.sendcounts[to] * es, tag});
   }
-  if (a.sendcounts[me] != a.recvcounts[me]) {
-    WARN("nlcclAlltoAllv: rank %d sends itself %zu elements but expects %zu", me, a.sendcounts[me],
-         a.recvcounts[me]);
-    return Status::InvalidArgument;
-  }
   size_t selfBytes = a.sendcounts[me] * es;
   const char* selfSrc = send + a.sdispls[me] * es;
   char* selfDst = recv + a.rdispls[me] * es;
@@ -196,6 +243,7 @@ Status allToAllv(Communicator* comm, const CollArgs& a, Stream* stream) {
     if (selfBytes) std::memmove(selfDst, selfSrc, selfBytes);
   });
   work->p2ps.push_back(std::move(job));
+  if (comm->config().check) work->checks.push_back(allToAllvCheck(comm, seq, a, algo));
   return submit(std::move(work), stream);
 }
 
@@ -213,9 +261,15 @@ Status inPlaceLayout(const Communicator& comm, const CollArgs& a, bool* inPlace)
   const char* recv = static_cast<const char*>(a.recv);
   size_t inBytes = plan::inputCount(req, comm.rank()) * es;
   size_t outBytes = plan::outputCount(req, comm.rank()) * es;
+  // Rooted layouts only matter at the root (elsewhere one of the buffers is not used).
+  const uintptr_t s = reinterpret_cast<uintptr_t>(send), v = reinterpret_cast<uintptr_t>(recv);
+  const uintptr_t rootOff = static_cast<uintptr_t>(a.root) * a.count * es;
+  const bool isRoot = comm.rank() == a.root;
   switch (a.collective) {
     case Collective::AllGather: *inPlace = send == recv + r * a.count * es; break;
     case Collective::ReduceScatter: *inPlace = recv == send + r * a.count * es; break;
+    case Collective::Gather: *inPlace = isRoot && send && recv && s == v + rootOff; break;
+    case Collective::Scatter: *inPlace = isRoot && send && recv && v == s + rootOff; break;
     default: *inPlace = send == recv && send != nullptr; break;
   }
   if (!*inPlace && rangesOverlap(send, inBytes, recv, outBytes)) {
@@ -223,6 +277,8 @@ Status inPlaceLayout(const Communicator& comm, const CollArgs& a, bool* inPlace)
          collectiveName(a.collective),
          a.collective == Collective::AllGather       ? "sendbuff == recvbuff + rank*sendcount"
          : a.collective == Collective::ReduceScatter ? "recvbuff == sendbuff + rank*recvcount"
+         : a.collective == Collective::Gather        ? "sendbuff == recvbuff + root*count"
+         : a.collective == Collective::Scatter       ? "recvbuff == sendbuff + root*count"
                                                      : "sendbuff == recvbuff");
     return Status::InvalidArgument;
   }
@@ -252,6 +308,8 @@ Status collective(Communicator* comm, const CollArgs& a, Stream* stream) {
        algo.c_str(), stream ? ", on a stream" : "");
   auto work = std::make_shared<Work>();
   work->addComm(comm);
+  if (a.prepareInput) work->localCopies.push_back(a.prepareInput);
+  if (a.keepAlive) work->scratch.push_back(a.keepAlive);
   engine::CollJob job;
   job.plan = plan;
   job.rank = comm->rank();
@@ -265,14 +323,18 @@ Status collective(Communicator* comm, const CollArgs& a, Stream* stream) {
   job.sliceBytes = comm->config().sliceBytes;
   work->colls.push_back(std::move(job));
   work->collComms.push_back(comm);
-  CallSignature sig;
-  sig.collective = static_cast<int32_t>(a.collective);
-  sig.dtype = static_cast<int32_t>(a.dtype);
-  sig.op = static_cast<int32_t>(a.op);
-  sig.root = a.root;
-  sig.count = a.count;
-  sig.algorithmHash = std::hash<std::string>{}(algo);
-  work->signatures.push_back(sig);
+  if (comm->config().check) {
+    CallCheck check;
+    check.comm = comm;
+    check.seq = work->colls.back().seq;
+    check.sig.collective = static_cast<int32_t>(a.collective);
+    check.sig.dtype = static_cast<int32_t>(a.dtype);
+    check.sig.op = static_cast<int32_t>(a.op);
+    check.sig.root = a.root;
+    check.sig.count = a.count;
+    check.sig.algorithmHash = std::hash<std::string>{}(algo);
+    work->checks.push_back(std::move(check));
+  }
   return submit(std::move(work), stream);
 }
 

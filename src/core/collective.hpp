@@ -3,6 +3,8 @@
 #pragma once
 
 #include <cstddef>
+#include <functional>
+#include <memory>
 
 #include "core/comm.hpp"
 #include "core/stream.hpp"
@@ -22,7 +24,16 @@ struct CollArgs {
   const size_t* sdispls = nullptr;
   const size_t* recvcounts = nullptr;
   const size_t* rdispls = nullptr;
+  /// Runs when the call runs, before the engine (in stream order): PreMulSum's scaling.
+  std::function<void()> prepareInput;
+  /// Memory the call reads until it has run (PreMulSum's scaled input).
+  std::shared_ptr<char> keepAlive;
 };
+
+/// Turns a call with a PreMulSum operator of `comm` (args->op >= nlcclNumOps) into a Sum over a
+/// scaled copy of the input: InvalidArgument (naming the op) when it is not one of comm's or
+/// was made for another type. Call after the other checks; nothing is changed on failure.
+Status applyCustomOp(Communicator* comm, CollArgs* args);
 
 /// Issues a collective (arguments already checked by the API layer, except buffer overlap).
 Status collective(Communicator* comm, const CollArgs& args, Stream* stream);

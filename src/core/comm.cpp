@@ -4,6 +4,7 @@
 #include "algorithms/algorithms.hpp"
 #include "algorithms/selection.hpp"
 #include "util/params.hpp"
+#include "util/trace.hpp"
 #include "util/log.hpp"
 
 namespace nlccl::core {
@@ -29,7 +30,11 @@ Communicator::Communicator(int rank, int nranks, std::unique_ptr<transport::Tran
       sendCount_(nranks, 0),
       recvCount_(nranks, 0) {}
 
-Communicator::~Communicator() { magic_ = 0; }
+Communicator::~Communicator() {
+  magic_ = 0;
+  alive_->store(false);
+  if (trace::enabled()) trace::flush();  // processes that end with _exit keep their traces
+}
 
 Status Communicator::setAlgorithms(const std::string& spec) {
   algo::Selection chosen;
@@ -141,6 +146,7 @@ void Communicator::waitIdle() {
 
 void Communicator::abort() {
   if (aborted_.exchange(true)) return;
+  alive_->store(false);
   setAsyncError(Status::RemoteError);
   if (transport_) transport_->abort(Status::RemoteError);
 }

@@ -17,6 +17,7 @@
 #include "plan/compiled.hpp"
 #include "transports/transport.hpp"
 #include "core/rendezvous.hpp"
+#include "core/resources.hpp"
 #include "core/scratch_pool.hpp"
 #include "util/status.hpp"
 
@@ -60,6 +61,22 @@ class Communicator {
   /// Scratch memory for one collective, reused across calls (see scratch_pool.hpp).
   std::shared_ptr<char> leaseScratch(size_t bytes) { return scratchPool_->lease(bytes); }
   Rendezvous* rendezvous() const { return rendezvous_.get(); }
+  /// This rank's index among the communicator's ranks on its host (nlcclCommCuDevice).
+  int localRank() const { return localRank_; }
+  void setLocalRank(int r) { localRank_ = r; }
+  /// Registered buffers and windows, custom operators.
+  Resources& resources() { return resources_; }
+  /// Bytes of scratch kept for reuse (nlcclCommMemStats); trimScratch frees them.
+  size_t scratchBytes() const { return scratchPool_->idleBytes(); }
+  void trimScratch() { scratchPool_->trim(); }
+  /// nlcclCommSuspend / Resume: calls on a suspended communicator are refused.
+  bool suspended() const { return suspended_.load(); }
+  void setSuspended(bool s) { suspended_.store(s); }
+  /// Shrinks and grows made from this communicator so far (the same on every rank that calls
+  /// them, since they are collective): keys their meeting points.
+  uint64_t nextReshape() { return reshapes_++; }
+  /// The id nlcclCommGetUniqueId made for a grow, until nlcclCommGrow consumes it.
+  std::vector<char>& pendingGrowId() { return growId_; }
 
   /// Applies an algorithm choice string; InvalidArgument (with a message) when a name does not
   /// apply. Called at init with the config / NLCCL_ALGO.
@@ -91,6 +108,9 @@ class Communicator {
   void setAsyncError(Status s);
   /// Fails all pending work on this communicator's transport.
   void abort();
+  /// Alive until this communicator is aborted or destroyed (a stream's fatal error stays while
+  /// one of its communicators does).
+  std::shared_ptr<const std::atomic<bool>> life() const { return alive_; }
 
   /// Work (queued or running) that uses this communicator; destroy and abort wait for it, so no
   /// stream thread is left holding a freed communicator.
@@ -128,6 +148,12 @@ class Communicator {
   std::map<PlanKey, std::shared_ptr<const plan::CompiledPlan>> plans_;
   std::shared_ptr<ScratchPool> scratchPool_ = std::make_shared<ScratchPool>();
 
+  int localRank_ = 0;
+  Resources resources_;
+  std::atomic<bool> suspended_{false};
+  uint64_t reshapes_ = 0;
+  std::vector<char> growId_;
+
   std::atomic<uint64_t> collSeq_{0};
   std::mutex p2pMu_;
   std::vector<uint64_t> sendCount_, recvCount_;
@@ -143,6 +169,7 @@ class Communicator {
   std::string lastError_;
   std::atomic<int> asyncError_{0};
   std::atomic<bool> aborted_{false};
+  std::shared_ptr<std::atomic<bool>> alive_ = std::make_shared<std::atomic<bool>>(true);
 };
 
 }  // namespace nlccl::core

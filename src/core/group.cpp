@@ -17,7 +17,9 @@ thread_local std::vector<Pending> tPending;
 
 Status launch(std::shared_ptr<Work> work, Stream* stream) {
   if (stream == nullptr) return work->execute();
-  stream->enqueue([work]() { return work->execute(); });
+  std::vector<std::shared_ptr<const std::atomic<bool>>> owners;
+  for (Communicator* c : work->comms) owners.push_back(c->life());
+  stream->enqueue([work]() { return work->execute(); }, std::move(owners));
   return Status::Success;
 }
 }  // namespace

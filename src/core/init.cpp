@@ -5,18 +5,21 @@
 #include <thread>
 
 #include "bootstrap/unique_id.hpp"
+#include "bootstrap/wire.hpp"
 #include "core/process_init.hpp"
 #include "transports/registry.hpp"
 #include "util/log.hpp"
 
 namespace nlccl::core {
 
+static_assert(kMaxRanks == bootstrap::wire::kMaxRanks, "the API's limit is the bootstrap's");
+
 namespace {
 
-/// The communicator of rank `rank` of an in-process group meeting at `rv`: its data path from
-/// the registry (collective: every rank of the group runs this at once, on its own thread).
-Status makeComm(int rank, int n, const std::shared_ptr<LocalRendezvous>& rv,
-                const CommConfig& config, std::unique_ptr<Communicator>* out) {
+}  // namespace
+
+Status makeThreadComm(int rank, int n, const std::shared_ptr<LocalRendezvous>& rv,
+                      const CommConfig& config, std::unique_ptr<Communicator>* out) {
   transport::Context ctx;
   ctx.rank = rank;
   ctx.nranks = n;
@@ -32,10 +35,13 @@ Status makeComm(int rank, int n, const std::shared_ptr<LocalRendezvous>& rv,
   std::unique_ptr<transport::Transport> tp;
   NLCHECK(transport::connect(ctx, config.transport, &tp));
   auto comm = std::make_unique<Communicator>(rank, n, std::move(tp), rv, config);
+  comm->setLocalRank(rank);  // threads of one process: one host
   NLCHECK(comm->setAlgorithms(config.algorithm));
   *out = std::move(comm);
   return Status::Success;
 }
+
+namespace {
 
 /// Makes the communicators of ranks `ranks` (indices into the group of n at `rv`) on threads of
 /// their own, since their set-up is collective. The first failure wins.
@@ -48,7 +54,7 @@ Status makeComms(int n, const std::shared_ptr<LocalRendezvous>& rv, const CommCo
   std::vector<std::thread> threads;
   for (int r = 0; r < n; ++r)
     threads.emplace_back([&, r] {
-      status[r] = makeComm(r, n, rv, config, &(*out)[r]);
+      status[r] = makeThreadComm(r, n, rv, config, &(*out)[r]);
       if (status[r] != Status::Success) why[r] = log::lastError();  // per thread: hand it back
     });
   for (auto& t : threads) t.join();
@@ -119,7 +125,7 @@ Status split(Communicator* parent, int color, int key, const CommConfig& config,
   const int newRank =
       static_cast<int>(std::find(members.begin(), members.end(), me) - members.begin());
   NLCHECK(checkTransportChoice(config.transport));
-  return makeComm(newRank, static_cast<int>(members.size()), group, config, out);
+  return makeThreadComm(newRank, static_cast<int>(members.size()), group, config, out);
 }
 
 }  // namespace nlccl::core

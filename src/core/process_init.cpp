@@ -24,10 +24,10 @@ std::vector<int> hostGroupsOf(const bootstrap::Bootstrap& bs) {
   return {perHost, n / perHost};
 }
 
-/// Builds the communicator of one rank over `bs` (a fresh bootstrap or a split of one): every
-/// pair of ranks gets the transport the registry chooses for it.
-Status connect(std::unique_ptr<bootstrap::Bootstrap> bs, const CommConfig& config,
-               std::unique_ptr<Communicator>* out) {
+}  // namespace
+
+Status connectProcesses(std::unique_ptr<bootstrap::Bootstrap> bs, const CommConfig& config,
+                        std::unique_ptr<Communicator>* out) {
   const int rank = bs->rank(), nranks = bs->nranks();
   NLCHECK(checkTransportChoice(config.transport));
   auto rv = std::make_shared<BootstrapRendezvous>(std::move(bs));
@@ -47,6 +47,9 @@ Status connect(std::unique_ptr<bootstrap::Bootstrap> bs, const CommConfig& confi
   NLCHECK(transport::connect(ctx, config.transport, &tp));
   auto comm = std::make_unique<Communicator>(rank, nranks, std::move(tp), rv, config);
   comm->setHostGroups(hostGroupsOf(*b));
+  int local = 0;
+  for (int r = 0; r < rank; ++r) local += b->peerHostIdentity(r) == b->peerHostIdentity(rank);
+  comm->setLocalRank(local);
   NLCHECK(comm->setAlgorithms(config.algorithm));
   // Ready only when every rank is: a rank that failed above makes the others fail here, not later.
   NLCHECK(b->barrier());
@@ -55,8 +58,6 @@ Status connect(std::unique_ptr<bootstrap::Bootstrap> bs, const CommConfig& confi
   return Status::Success;
 }
 
-}  // namespace
-
 Status makeUniqueId(bootstrap::UniqueId* id) { return bootstrap::createUniqueId(id); }
 
 Status initRank(const bootstrap::UniqueId& id, int rank, int nranks, const CommConfig& config,
@@ -64,7 +65,7 @@ Status initRank(const bootstrap::UniqueId& id, int rank, int nranks, const CommC
   std::unique_ptr<bootstrap::Bootstrap> bs;
   NLCHECK(bootstrap::Bootstrap::init(id, rank, nranks, config.timeout, &bs));
   log::setThreadRank(rank);
-  return connect(std::move(bs), config, out);
+  return connectProcesses(std::move(bs), config, out);
 }
 
 Status splitProcesses(Communicator* parent, int color, int key, const CommConfig& config,
@@ -80,7 +81,7 @@ Status splitProcesses(Communicator* parent, int color, int key, const CommConfig
     out->reset();
     return Status::Success;
   }
-  return connect(std::move(sub), config, out);
+  return connectProcesses(std::move(sub), config, out);
 }
 
 }  // namespace nlccl::core

@@ -23,6 +23,11 @@ class BootstrapRendezvous final : public Rendezvous {
   std::unique_ptr<bootstrap::Bootstrap> bs_;
 };
 
+/// Builds the communicator of one rank over `bs` (a fresh bootstrap, a split or a shrink of one):
+/// every pair of ranks gets the transport the registry chooses for it. Collective over `bs`.
+Status connectProcesses(std::unique_ptr<bootstrap::Bootstrap> bs, const CommConfig& config,
+                        std::unique_ptr<Communicator>* out);
+
 /// nlcclGetUniqueId: starts the bootstrap root in this process.
 Status makeUniqueId(bootstrap::UniqueId* id);
 

@@ -36,4 +36,13 @@ Status LocalRendezvous::allGather(int rank, const void* mine, size_t bytes, void
   return Status::Success;
 }
 
+std::shared_ptr<LocalRendezvous> LocalRendezvous::subgroup(const std::string& key, int n) {
+  std::lock_guard<std::mutex> lock(mu_);
+  Pending& p = subgroups_[key];
+  if (!p.group) p.group = std::make_shared<LocalRendezvous>(n);
+  std::shared_ptr<LocalRendezvous> g = p.group;
+  if (++p.taken >= n) subgroups_.erase(key);
+  return g;
+}
+
 }  // namespace nlccl::core

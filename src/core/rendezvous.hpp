@@ -5,6 +5,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstddef>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -28,6 +29,10 @@ class LocalRendezvous final : public Rendezvous {
   explicit LocalRendezvous(int nranks) : nranks_(nranks), slots_(nranks) {}
   Status allGather(int rank, const void* mine, size_t bytes, void* all,
                    std::chrono::milliseconds timeout) override;
+  /// The meeting point of a subgroup of `n` of these ranks named `key` (nlcclCommShrink: the
+  /// survivors meet without the excluded ranks). The first caller makes it; it is forgotten here
+  /// once all n have taken it.
+  std::shared_ptr<LocalRendezvous> subgroup(const std::string& key, int n);
 
  private:
   int nranks_;
@@ -37,6 +42,11 @@ class LocalRendezvous final : public Rendezvous {
   int arrived_ = 0;
   uint64_t generation_ = 0;
   std::shared_ptr<const std::vector<std::string>> result_;
+  struct Pending {
+    std::shared_ptr<LocalRendezvous> group;
+    int taken = 0;
+  };
+  std::map<std::string, Pending> subgroups_;
 };
 
 }  // namespace nlccl::core

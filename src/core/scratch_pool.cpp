@@ -44,4 +44,17 @@ size_t ScratchPool::idle() const {
   return idle_.size();
 }
 
+size_t ScratchPool::idleBytes() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  size_t n = 0;
+  for (const Buffer& b : idle_) n += b.bytes;
+  return n;
+}
+
+void ScratchPool::trim() {
+  std::vector<Buffer> freed;
+  std::lock_guard<std::mutex> lock(mu_);
+  freed.swap(idle_);
+}
+
 }  // namespace nlccl::core

@@ -17,6 +17,9 @@ class ScratchPool : public std::enable_shared_from_this<ScratchPool> {
   std::shared_ptr<char> lease(size_t bytes);
   /// Buffers kept for reuse (for tests).
   size_t idle() const;
+  /// Their bytes; trim frees them (leases in use are not affected).
+  size_t idleBytes() const;
+  void trim();
 
  private:
   struct Buffer {

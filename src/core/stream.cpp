@@ -28,10 +28,10 @@ Stream::~Stream() {
   thread_.join();
 }
 
-void Stream::enqueue(std::function<Status()> work) {
+void Stream::enqueue(std::function<Status()> work, std::vector<std::shared_ptr<const std::atomic<bool>>> owners) {
   {
     std::lock_guard<std::mutex> lock(mu_);
-    queue_.push_back(std::move(work));
+    queue_.push_back({std::move(work), std::move(owners)});
     submitted_.fetch_add(1);
   }
   cv_.notify_one();
@@ -48,15 +48,18 @@ void Stream::loop() {
     }
     cv_.wait(lock, [this] { return stop_ || !queue_.empty(); });
     if (queue_.empty()) return;  // stop_ and drained
-    auto work = std::move(queue_.front());
+    Item item = std::move(queue_.front());
     queue_.pop_front();
     ++running_;
     lock.unlock();
-    Status s = work();
+    Status s = item.work();
     lock.lock();
     --running_;
     finished_.fetch_add(1);
-    if (s != Status::Success && error_ == Status::Success) error_ = s;
+    if (s != Status::Success && currentError() == Status::Success) {
+      error_ = s;
+      if (isFatal(s)) errorOwners_ = std::move(item.owners);
+    }
     if (queue_.empty() && running_ == 0) idleCv_.notify_all();
   }
 }
@@ -65,15 +68,27 @@ Status Stream::synchronize() {
   spinFor([this] { return finished_.load() == submitted_.load(); }, std::chrono::microseconds(50));
   std::unique_lock<std::mutex> lock(mu_);
   idleCv_.wait(lock, [this] { return queue_.empty() && running_ == 0; });
-  Status s = error_;
-  error_ = Status::Success;
+  Status s = currentError();
+  if (!isFatal(s)) error_ = Status::Success;  // fatal errors stay until their comms are gone
   return s;
 }
 
 Status Stream::query() {
   std::lock_guard<std::mutex> lock(mu_);
-  if (error_ != Status::Success) return error_;
+  if (Status s = currentError(); s != Status::Success) return s;
   return (queue_.empty() && running_ == 0) ? Status::Success : Status::InProgress;
+}
+
+Status Stream::currentError() {
+  if (isFatal(error_)) {
+    bool anyAlive = false;
+    for (const auto& o : errorOwners_) anyAlive = anyAlive || o->load();
+    if (!anyAlive) {  // every communicator of the failed work was aborted or destroyed
+      error_ = Status::Success;
+      errorOwners_.clear();
+    }
+  }
+  return error_;
 }
 
 }  // namespace nlccl::core

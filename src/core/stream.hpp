@@ -1,5 +1,8 @@
 // nlcclStream_t: an in-order queue of work run by its own progress thread (DESIGN.md 2.4). The
-// first error a work item returns is kept and reported by synchronize() and query().
+// first error a work item returns is kept and reported by synchronize() and query(). A fatal one
+// (the communicator is broken: system, internal, remote, timeout) is sticky: every later
+// synchronize() and query() reports it again, until every communicator that work used has been
+// aborted or destroyed. Other errors are reported once.
 #pragma once
 
 #include <atomic>
@@ -7,8 +10,10 @@
 #include <condition_variable>
 #include <deque>
 #include <functional>
+#include <memory>
 #include <mutex>
 #include <thread>
+#include <vector>
 
 #include "util/status.hpp"
 
@@ -21,8 +26,9 @@ class Stream {
   Stream(const Stream&) = delete;
   Stream& operator=(const Stream&) = delete;
 
-  void enqueue(std::function<Status()> work);
-  /// Blocks until the queue is empty; returns (and clears) the first error met.
+  /// `owners` are the lives of the communicators the work uses (Communicator::life()).
+  void enqueue(std::function<Status()> work, std::vector<std::shared_ptr<const std::atomic<bool>>> owners);
+  /// Blocks until the queue is empty; returns the first error met (clearing it unless sticky).
   Status synchronize();
   /// Success when idle, InProgress while work is queued, or the first error met (not cleared).
   Status query();
@@ -39,7 +45,14 @@ class Stream {
   std::mutex mu_;
   std::condition_variable cv_;      // work arrived or stop
   std::condition_variable idleCv_;  // queue drained
-  std::deque<std::function<Status()>> queue_;
+  struct Item {
+    std::function<Status()> work;
+    std::vector<std::shared_ptr<const std::atomic<bool>>> owners;
+  };
+  /// The error to report now (under mu_): clears a sticky one whose communicators are all gone.
+  Status currentError();
+  std::deque<Item> queue_;
+  std::vector<std::shared_ptr<const std::atomic<bool>>> errorOwners_;  ///< of a sticky error
   size_t running_ = 0;
   bool stop_ = false;
   Status error_ = Status::Success;

@@ -22,7 +22,7 @@ void Work::merge(Work&& o) {
   };
   move(colls, o.colls);
   move(collComms, o.collComms);
-  move(signatures, o.signatures);
+  move(checks, o.checks);
   move(collScratch, o.collScratch);
   move(localCopies, o.localCopies);
   move(preColls, o.preColls);
@@ -74,10 +74,7 @@ Status Work::execute() {
     s = runEngine(preColls, none);
     for (size_t i = 0; i < prepare.size() && s == Status::Success; ++i) s = prepare[i](*this);
   }
-  bool check = false;
-  for (Communicator* c : collComms) check = check || c->config().check;
-  if (s == Status::Success && check)
-    s = checkSignatures(colls, collComms, signatures, timeout, &engineFailed);
+  if (s == Status::Success && !checks.empty()) s = checkCalls(checks, timeout, &engineFailed);
   if (s == Status::Success) s = runEngine(colls, p2ps);
   if (s == Status::Success) {
     for (auto& f : finish) f();

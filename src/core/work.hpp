@@ -24,7 +24,7 @@ struct Work {
   std::vector<std::shared_ptr<char>> scratch;  ///< leased from the communicators' pools
   std::vector<Communicator*> comms;  ///< every communicator involved (for error reporting)
   std::vector<Communicator*> collComms;  ///< communicator of colls[i]
-  std::vector<CallSignature> signatures;  ///< of colls[i], compared across ranks with NLCCL_CHECK
+  std::vector<CallCheck> checks;  ///< the calls to compare across ranks (NLCCL_CHECK)
   /// Scratch bytes colls[i] needs, leased from its communicator when the work starts (not when
   /// it is queued: a stream may hold many queued calls, and only the running ones need memory).
   std::vector<size_t> collScratch;

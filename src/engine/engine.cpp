@@ -5,9 +5,11 @@
 #include <optional>
 
 #include "engine/step_clock.hpp"
+#include "engine/trace_events.hpp"
 #include "kernels/reduce.hpp"
 #include "util/log.hpp"
 #include "util/ranges.hpp"
+#include "util/trace.hpp"
 
 namespace nlccl::engine {
 
@@ -43,6 +45,10 @@ class CollRunner {
     }
     if (model_) clock_.emplace(cp_, job.rank, loops_, job.vstart);
     job.vend = job.vstart;
+    if (trace::enabled()) {
+      traceStart_ = trace::nowUs();
+      stepStart_.assign(static_cast<size_t>(last_ - first_), 0.0);
+    }
   }
 
   bool done() const { return doneSteps_ == last_ - first_; }
@@ -63,7 +69,10 @@ class CollRunner {
         NLCHECK(poll(s, started - 1, &complete));
         if (!complete) break;
         runLocals(s, completed);
-        if (clock_) finishTime(s, completed);
+        const double vend = clock_ ? finishTime(s, completed) : 0;
+        if (trace::enabled())
+          trace_events::step(job_, s, completed, loops_, stepStart_[s - first_], clock_.has_value(),
+                             clock_ ? clock_->startOf(s, completed) : 0, vend);
         if (++completed == loops_) ++doneSteps_;
         *progressed = true;
       }
@@ -71,6 +80,7 @@ class CollRunner {
     if (done() && !finished_) {
       finished_ = true;
       finishAvg();
+      if (trace::enabled()) trace_events::collective(job_, traceStart_);
     }
     return Status::Success;
   }
@@ -126,6 +136,7 @@ class CollRunner {
   }
 
   Status post(int s, int loop) {
+    if (trace::enabled()) stepStart_[s - first_] = trace::nowUs();
     const plan::StepInfo& si = cp_.steps()[s];
     const double start = clock_ ? clock_->startOf(s, loop) : 0;
     auto* tp = job_.transport;
@@ -193,7 +204,7 @@ class CollRunner {
     return Status::Success;
   }
 
-  void finishTime(int s, int loop) {
+  double finishTime(int s, int loop) {
     const plan::StepInfo& si = cp_.steps()[s];
     double t = clock_->startOf(s, loop);
     for (int xi = si.firstXfer; xi < si.firstXfer + si.numXfers; ++xi) {
@@ -206,6 +217,7 @@ class CollRunner {
       t += model_->localOpTime(slice(op.src, loop).second, op.kind == plan::LocalKind::Reduce);
     clock_->complete(s, loop, t);
     job_.vend = std::max(job_.vend, t);
+    return t;
   }
 
   void runLocals(int s, int loop) {
@@ -246,6 +258,8 @@ class CollRunner {
   std::unique_ptr<Xfer[]> xfers_;
   int doneSteps_ = 0;
   bool finished_ = false;
+  double traceStart_ = 0;           ///< NLCCL_TRACE_FILE: when the job started
+  std::vector<double> stepStart_;   ///< and when each step's loop in flight was posted
 };
 
 }  // namespace
@@ -298,6 +312,7 @@ Status runUntilDone(std::vector<CollJob>& colls, std::vector<P2PJob>& p2ps,
                     std::chrono::milliseconds timeout, Batch& batch) {
   auto& runners = batch.runners;
   auto& transports = batch.transports;
+  const double traceStart = trace::enabled() ? trace::nowUs() : 0;
   runners.reserve(colls.size());
   auto addTransport = [&](transport::Transport* t) {
     if (std::find(transports.begin(), transports.end(), t) == transports.end())
@@ -373,6 +388,8 @@ Status runUntilDone(std::vector<CollJob>& colls, std::vector<P2PJob>& p2ps,
         for (size_t k = 0; k < j.ops.size(); ++k, ++i)
           j.vend = std::max(j.vend, batch.p2pTimes[i].done);
       advanceClocks(colls, p2ps, batch.p2pTimes, transports);
+      if (trace::enabled())
+        for (const P2PJob& j : p2ps) trace_events::p2p(j, traceStart);
       return Status::Success;
     }
     auto now = Clock::now();
@@ -392,8 +409,10 @@ Status runUntilDone(std::vector<CollJob>& colls, std::vector<P2PJob>& p2ps,
     }
     auto slice = oneDomain ? std::chrono::nanoseconds(deadline - now)
                            : std::chrono::nanoseconds(std::chrono::milliseconds(1));
+    const double waitStart = trace::enabled() ? trace::nowUs() : 0;
     transports.front()->waitActivity(epoch, std::min<std::chrono::nanoseconds>(
                                                 slice, std::chrono::milliseconds(100)));
+    if (trace::enabled()) trace_events::wait(transports.front()->rank(), waitStart);
   }
 }
 

@@ -29,6 +29,8 @@ size_t inputCount(const Request& req, int rank) {
     case Collective::AllToAll: return req.count * p;
     case Collective::AllToAllv: return rowSum(req, rank);
     case Collective::SendRecv: return req.matrix.empty() ? 0 : rowSum(req, rank);
+    case Collective::Gather: return req.count;
+    case Collective::Scatter: return rank == req.root ? req.count * p : 0;
   }
   return 0;
 }
@@ -44,6 +46,8 @@ size_t outputCount(const Request& req, int rank) {
     case Collective::AllToAll: return req.count * p;
     case Collective::AllToAllv: return colSum(req, rank);
     case Collective::SendRecv: return req.matrix.empty() ? 0 : colSum(req, rank);
+    case Collective::Gather: return rank == req.root ? req.count * p : 0;
+    case Collective::Scatter: return req.count;
   }
   return 0;
 }
@@ -52,6 +56,9 @@ InPlaceLayout inPlaceLayout(const Request& req, int rank) {
   switch (req.collective) {
     case Collective::AllGather: return {true, static_cast<size_t>(rank) * req.count};
     case Collective::ReduceScatter: return {false, static_cast<size_t>(rank) * req.count};
+    // NCCL's rooted layouts: the root's own block is in place (other ranks' layout is moot).
+    case Collective::Gather: return {true, static_cast<size_t>(req.root) * req.count};
+    case Collective::Scatter: return {false, static_cast<size_t>(req.root) * req.count};
     default: return {true, 0};
   }
 }

@@ -120,7 +120,7 @@ struct RankPlan {
 
 /// What to build a Plan for. Counts are in elements and follow the C API's meaning:
 /// AllReduce/Broadcast/Reduce: the buffer; AllGather: sendcount; ReduceScatter: recvcount;
-/// AllToAll: elements per peer. AllToAllv uses `matrix` (matrix[i*nranks+j] = elements rank i sends
+/// AllToAll, Gather, Scatter: elements per peer (the block of each rank). AllToAllv uses `matrix` (matrix[i*nranks+j] = elements rank i sends
 /// to rank j, packed in rank order in both buffers) and ignores `count`.
 struct Request {
   Collective collective = Collective::AllReduce;

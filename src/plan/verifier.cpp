@@ -195,7 +195,8 @@ bool Verifier::checkRequest() {
       !(req_.collective == Collective::SendRecv && req_.matrix.empty()))
     return fail("request matrix has " + std::to_string(req_.matrix.size()) + " entries, need " +
                 std::to_string(p_ * p_));
-  if ((req_.collective == Collective::Broadcast || req_.collective == Collective::Reduce) &&
+  if ((req_.collective == Collective::Broadcast || req_.collective == Collective::Reduce ||
+       req_.collective == Collective::Gather || req_.collective == Collective::Scatter) &&
       (req_.root < 0 || req_.root >= p_))
     return fail("request root " + std::to_string(req_.root) + " out of range");
   words_ = (p_ + 63) / 64;
@@ -618,6 +619,14 @@ void Verifier::expected(int r, size_t e, int64_t* idx, std::vector<uint64_t>* bi
     case Collective::AllToAll:
       *idx = static_cast<int64_t>(r * c + e % c);
       one(static_cast<int>(e / c));
+      return;
+    case Collective::Gather:  // the root's Output block j is rank j's Input
+      *idx = static_cast<int64_t>(e % c);
+      one(static_cast<int>(e / c));
+      return;
+    case Collective::Scatter:  // rank r's Output is block r of the root's Input
+      *idx = static_cast<int64_t>(r * c + e);
+      one(req_.root);
       return;
     case Collective::AllToAllv:
     case Collective::SendRecv: {

@@ -17,7 +17,9 @@ plan::Request requestFor(const fabric::Topology& topo, const CollectiveRun& run,
   switch (run.collective) {
     case Collective::AllGather:
     case Collective::ReduceScatter:
-    case Collective::AllToAll: req.count = elems / static_cast<size_t>(req.nranks); break;
+    case Collective::AllToAll:
+    case Collective::Gather:
+    case Collective::Scatter: req.count = elems / static_cast<size_t>(req.nranks); break;
     default: req.count = elems;
   }
   req.matrix = run.matrix;

@@ -22,7 +22,9 @@ double busbwFactor(Collective c, int nranks) {
     case Collective::AllGather:
     case Collective::ReduceScatter:
     case Collective::AllToAll:
-    case Collective::AllToAllv: return (p - 1) / p;
+    case Collective::AllToAllv:
+    case Collective::Gather:
+    case Collective::Scatter: return (p - 1) / p;
     case Collective::Broadcast:
     case Collective::Reduce:
     case Collective::SendRecv: return 1;
@@ -35,7 +37,9 @@ size_t totalBytes(const plan::Request& req, size_t elemSize) {
   switch (req.collective) {
     case Collective::AllGather:
     case Collective::ReduceScatter:
-    case Collective::AllToAll: return req.count * p * elemSize;
+    case Collective::AllToAll:
+    case Collective::Gather:
+    case Collective::Scatter: return req.count * p * elemSize;
     case Collective::AllToAllv:
     case Collective::SendRecv: {
       size_t n = 0;

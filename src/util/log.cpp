@@ -50,7 +50,9 @@ uint32_t parseSubsys(const char* s) {
   return invert ? ~mask : mask;
 }
 
-std::string expandPath(const char* pattern) {
+}  // namespace
+
+std::string expandPath(const char* pattern, int rank) {
   std::string out;
   char host[256] = {0};
   gethostname(host, sizeof(host) - 1);
@@ -59,7 +61,7 @@ std::string expandPath(const char* pattern) {
       ++p;
       if (*p == 'h') out += host;
       else if (*p == 'p') out += std::to_string(getpid());
-      else if (*p == 'r') out += std::to_string(tRank);
+      else if (*p == 'r') out += std::to_string(rank);
       else out += *p;
     } else {
       out += *p;
@@ -67,6 +69,8 @@ std::string expandPath(const char* pattern) {
   }
   return out;
 }
+
+namespace {
 
 int loadLevel() {
   int lvl = gLevel.load(std::memory_order_acquire);
@@ -84,7 +88,7 @@ int loadLevel() {
   gMask.store(parseSubsys(paramDebugSubsysText()), std::memory_order_relaxed);
   const char* f = paramDebugFileText();
   if (f != nullptr && *f) {
-    std::string path = expandPath(f);
+    std::string path = expandPath(f, tRank);
     gOut = fopen(path.c_str(), "w");
   }
   if (gOut == nullptr) gOut = stderr;

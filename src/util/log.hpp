@@ -42,6 +42,10 @@ void setLastError(const std::string& msg);
 /// Rank used for %r in NLCCL_DEBUG_FILE and in line prefixes (per thread; -1 when unknown).
 void setThreadRank(int rank);
 
+/// `pattern` with %h (host name), %p (pid) and %r (`rank`) filled in (NLCCL_DEBUG_FILE and
+/// NLCCL_TRACE_FILE).
+std::string expandPath(const char* pattern, int rank);
+
 /// Rereads the environment (tests use it after setenv).
 void reset();
 

@@ -5,6 +5,7 @@
 
 #include "util/log.hpp"
 #include "util/size_parse.hpp"
+#include "util/trace.hpp"
 
 namespace nlccl {
 
@@ -75,6 +76,26 @@ std::vector<ParamInfo> allParams() {
   return out;
 }
 
-void resetParams() { log::reset(); }
+bool paramText(const std::string& env, std::string* out) {
+  for (const ParamInfo& p : allParams()) {
+    if (env != p.env) continue;
+    const char* v = getenv(p.env);
+    *out = (v != nullptr && *v != '\0') ? std::string(v) : p.defaultValue;
+    return true;
+  }
+  return false;
+}
+
+const char* foreignEnv(const char* name) {
+  static const char* const kKnown[] = {"FI_PROVIDER"};
+  for (const char* k : kKnown)
+    if (std::string_view(name) == k) return getenv(k);
+  return nullptr;
+}
+
+void resetParams() {
+  log::reset();
+  trace::reset();
+}
 
 }  // namespace nlccl

@@ -64,7 +64,7 @@ int createObject(uint64_t id) {
 
 }  // namespace
 
-Status memAlloc(size_t size, void** ptr) {
+Status memAlloc(size_t size, void** ptr, bool reserve) {
   const size_t page = pageSize();
   if (size == 0 || size > SIZE_MAX - page) return Status::InvalidArgument;
   size_t bytes = (size + page - 1) / page * page;
@@ -90,6 +90,14 @@ Status memAlloc(size_t size, void** ptr) {
          strerror(errno));
     close(fd);
     return Status::SystemError;
+  }
+  if (reserve) {
+    const int rc = posix_fallocate(fd, 0, static_cast<off_t>(bytes));
+    if (rc != 0) {
+      WARN("shared memory: cannot reserve %zu bytes: %s", bytes, strerror(rc));
+      close(fd);
+      return Status::SystemError;
+    }
   }
   fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL);  // EINVAL on shm_open: fine
   void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);

@@ -22,8 +22,10 @@
 
 namespace nlccl::shmem {
 
-/// Allocates `size` bytes (page granular, zero-filled) of shareable memory into *ptr.
-Status memAlloc(size_t size, void** ptr);
+/// Allocates `size` bytes (page granular, zero-filled) of shareable memory into *ptr. With
+/// `reserve`, the pages are allocated now (posix_fallocate): a full tmpfs fails here, with a
+/// message, instead of faulting on first touch.
+Status memAlloc(size_t size, void** ptr, bool reserve = false);
 /// Unmaps an allocation made by memAlloc. InvalidArgument (nothing logged) when `ptr` is not the
 /// start of a live allocation; the caller names the argument in its message.
 Status memFree(void* ptr);
@@ -53,6 +55,11 @@ class RemoteMapping {
   static Status open(pid_t pid, int fd, uint64_t id, uint64_t size, RemoteMapping* out,
                      bool writable = false);
   void unmap();
+  /// Gives up the mapping without unmapping it (the caller now owns [data, data + size)).
+  void release() {
+    base_ = nullptr;
+    size_ = 0;
+  }
   const char* data() const { return base_; }
   char* writableData() const { return base_; }
   uint64_t size() const { return size_; }

@@ -1,16 +1,13 @@
 // Bad peers at the root: each is refused with a WARN line naming what was wrong, only its own
 // connection is closed, and the real ranks still form their bootstrap.
-#include <arpa/inet.h>
 #include <gtest/gtest.h>
-#include <netinet/in.h>
-#include <poll.h>
-#include <sys/socket.h>
-#include <unistd.h>
 
 #include <cstdlib>
+#include <functional>
 #include <thread>
 
 #include "bootstrap/helpers.hpp"
+#include "bootstrap/raw_peer.hpp"
 #include "bootstrap/wire.hpp"
 
 namespace nlccl::bootstrap {
@@ -18,41 +15,7 @@ namespace {
 
 using namespace std::chrono_literals;
 
-/// A raw client on 127.0.0.1: sends bytes (optionally half-closing), then reports whether the root
-/// closed the connection within `limit`.
-class RawPeer {
- public:
-  explicit RawPeer(uint16_t port) {
-    fd_ = socket(AF_INET, SOCK_STREAM, 0);
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    a.sin_port = htons(port);
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    ok_ = fd_ >= 0 && ::connect(fd_, reinterpret_cast<sockaddr*>(&a), sizeof(a)) == 0;
-  }
-  ~RawPeer() {
-    if (fd_ >= 0) close(fd_);
-  }
-  bool ok() const { return ok_; }
-  void send(const std::vector<uint8_t>& b) { (void)!::send(fd_, b.data(), b.size(), MSG_NOSIGNAL); }
-  void halfClose() { shutdown(fd_, SHUT_WR); }
-  bool closedByRoot(int limitMs = 5000) {
-    pollfd p{fd_, POLLIN, 0};
-    auto end = std::chrono::steady_clock::now() + std::chrono::milliseconds(limitMs);
-    while (std::chrono::steady_clock::now() < end) {
-      if (poll(&p, 1, 50) > 0) {
-        char buf[256];
-        ssize_t n = recv(fd_, buf, sizeof(buf), 0);
-        if (n <= 0) return true;  // EOF or reset: the root closed us
-      }
-    }
-    return false;
-  }
-
- private:
-  int fd_ = -1;
-  bool ok_ = false;
-};
+using test::RawPeer;
 
 std::vector<uint8_t> bytesOf(const std::string& s) { return {s.begin(), s.end()}; }
 
@@ -81,37 +44,55 @@ TEST(BootstrapNegative, BadPeersAreRefusedAndRealRanksComplete) {
   }));
 
   testing::internal::CaptureStderr();
+  // Each case drives one connection; `expect` is a substring of the root's refusal line, which the
+  // peer also receives as an Error frame (it is not authenticated yet).
   struct Case {
     const char* name;
-    std::vector<uint8_t> bytes;
-    bool halfClose;
-    const char* expect;  // substring of the refusal line
+    std::function<void(RawPeer&)> act;
+    const char* expect;
   };
-  auto hdr = wire::encodeHello(ep.secret, 1, n, {});
-  std::vector<uint8_t> truncHeader(hdr.begin(), hdr.begin() + 7);
-  auto longHello = wire::encodeHello(ep.secret, 1, n, bytesOf(std::string(100, 'x')));
-  std::vector<uint8_t> truncPayload(longHello.begin(), longHello.begin() + 40);
-  auto oversized = wire::encodeHello(ep.secret, 1, n, {});
+  Secret wrong = ep.secret;
+  wrong[0] ^= 1;
+  wire::Nonce nonce{};
+  nonce[0] = 7;
+  auto start = wire::encodeAuthStart(nonce);
+  auto sendBytes = [](std::vector<uint8_t> b, bool halfClose = false) {
+    return [b, halfClose](RawPeer& p) {
+      p.send(b);
+      if (halfClose) p.halfClose();
+    };
+  };
+  std::vector<uint8_t> truncHeader(start.begin(), start.begin() + 7);
+  std::vector<uint8_t> truncPayload(start.begin(), start.begin() + 40);
+  auto oversized = start;
   oversized[19] = 0x40;  // payload length 1 GiB
-  auto outOfRange = wire::encodeHello(ep.secret, 1, n, {});
-  outOfRange[wire::kHeaderBytes + 8] = 7;  // rank 7 of 3
+  auto zeroProofHello = wire::encodeHello(wire::Proof{}, wire::helloSignedPart(1, n, {}));
   std::vector<Case> cases = {
-      {"bad secret", wire::encodeHello(ep.secret ^ 1, 1, n, {}), false, "bad secret"},
-      {"garbage", bytesOf("GET / HTTP/1.1\r\nHost: x\r\n\r\n"), false, "garbage"},
-      {"truncated header", truncHeader, true, "truncated message"},
-      {"truncated payload", truncPayload, true, "truncated message"},
-      {"oversized length", oversized, false, "oversized message"},
-      {"duplicate rank", wire::encodeHello(ep.secret, 0, n, {}), false, "duplicate rank 0"},
-      {"out-of-range rank", outOfRange, false, "rank out of range"},
-      {"wrong nranks", wire::encodeHello(ep.secret, 1, n + 1, {}), false, "nranks=4"},
-      {"gather before hello", wire::encodeQuery(0, 0, 0), false, "before hello"},
+      {"wrong secret", [&](RawPeer& p) { p.handshake(wrong, 1, n); }, "authentication failed"},
+      {"garbage", sendBytes(bytesOf("GET / HTTP/1.1\r\nHost: x\r\n\r\n")), "garbage"},
+      {"truncated header", sendBytes(truncHeader, true), "truncated message"},
+      {"truncated payload", sendBytes(truncPayload, true), "truncated message"},
+      {"oversized length", sendBytes(oversized), "oversized message"},
+      {"duplicate rank", [&](RawPeer& p) { p.handshake(ep.secret, 0, n); }, "duplicate rank 0"},
+      {"out-of-range rank", [&](RawPeer& p) { p.handshake(ep.secret, 7, n); }, "rank out of range"},
+      {"wrong nranks", [&](RawPeer& p) { p.handshake(ep.secret, 1, n + 1); }, "nranks=4"},
+      {"query before handshake", sendBytes(wire::encodeQuery(0, 0, 0)), "before the handshake"},
+      {"hello before handshake", sendBytes(zeroProofHello), "before the handshake"},
+      {"second auth-start", sendBytes([&] {
+         auto two = start;
+         two.insert(two.end(), start.begin(), start.end());
+         return two;
+       }()),
+       "where the hello belongs"},
+      {"challenge sent to the root", sendBytes(wire::encodeChallenge(nonce, wire::Proof{})),
+       "before the handshake"},
   };
   size_t refused = 0;
   for (const auto& c : cases) {
     RawPeer p(ep.port);
     ASSERT_TRUE(p.ok()) << c.name;
-    p.send(c.bytes);
-    if (c.halfClose) p.halfClose();
+    c.act(p);
+    std::string told = p.errorText();
     EXPECT_TRUE(p.closedByRoot()) << c.name << ": the root kept the connection open";
     ++refused;
     RootStats s;
@@ -119,10 +100,12 @@ TEST(BootstrapNegative, BadPeersAreRefusedAndRealRanksComplete) {
         << c.name;
     EXPECT_NE(s.refusals.back().find(c.expect), std::string::npos)
         << c.name << ": " << s.refusals.back();
+    EXPECT_NE(told.find(c.expect), std::string::npos) << c.name << ": the peer was told \"" << told
+                                                      << "\"";
   }
   std::string err = testing::internal::GetCapturedStderr();
   EXPECT_NE(err.find("WARN"), std::string::npos);
-  EXPECT_NE(err.find("bad secret"), std::string::npos) << err;
+  EXPECT_NE(err.find("authentication failed"), std::string::npos) << err;
   EXPECT_NE(err.find("duplicate rank 0"), std::string::npos) << err;
 
   // The real ranks 1 and 2 still complete, together with rank 0.

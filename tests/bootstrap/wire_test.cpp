@@ -2,9 +2,14 @@
 // random and mutated inputs (the g++ stand-in for the libFuzzer target).
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cstdio>
+#include <cstring>
 #include <random>
 #include <variant>
 
+#include "bootstrap/auth.hpp"
+#include "bootstrap/fuzz_seeds.hpp"
 #include "bootstrap/unique_id.hpp"
 #include "bootstrap/wire.hpp"
 
@@ -25,17 +30,86 @@ wire::Parse parseAll(const std::vector<uint8_t>& f, wire::Message* m, std::strin
   return p;
 }
 
-TEST(BootstrapWire, HelloRoundTrip) {
+TEST(BootstrapWire, HandshakeRoundTrip) {
+  wire::Nonce nonce{};
+  wire::Proof proof{};
+  for (size_t i = 0; i < nonce.size(); ++i) nonce[i] = uint8_t(i + 1);
+  for (size_t i = 0; i < proof.size(); ++i) proof[i] = uint8_t(200 - i);
   auto blob = bytesOf("host:boot");
-  auto f = wire::encodeHello(0x1234567890abcdefull, 2, 5, blob);
+  auto part = wire::helloSignedPart(2, 5, blob);
+  auto f = wire::encodeHello(proof, part);
   wire::Message m;
   std::string why;
   ASSERT_EQ(parseAll(f, &m, &why), wire::Parse::Ok) << why;
   auto& h = std::get<wire::Hello>(m.body);
-  EXPECT_EQ(h.secret, 0x1234567890abcdefull);
+  EXPECT_EQ(h.proof, proof);
   EXPECT_EQ(h.rank, 2);
   EXPECT_EQ(h.nranks, 5);
   EXPECT_EQ(std::string(h.blob.begin(), h.blob.end()), "host:boot");
+  EXPECT_TRUE(std::equal(h.signedPart.begin(), h.signedPart.end(), part.begin(), part.end()));
+
+  ASSERT_EQ(parseAll(wire::encodeAuthStart(nonce), &m, &why), wire::Parse::Ok) << why;
+  EXPECT_EQ(std::get<wire::AuthStart>(m.body).nonce, nonce);
+  ASSERT_EQ(parseAll(wire::encodeChallenge(nonce, proof), &m, &why), wire::Parse::Ok) << why;
+  EXPECT_EQ(std::get<wire::Challenge>(m.body).nonce, nonce);
+  EXPECT_EQ(std::get<wire::Challenge>(m.body).proof, proof);
+
+  // Every size other than the exact one is refused, and so is a handshake frame outside round 0.
+  for (auto frame : {wire::encodeAuthStart(nonce), wire::encodeChallenge(nonce, proof)}) {
+    for (int delta : {-1, 1}) {
+      auto bad = frame;
+      if (delta < 0) bad.pop_back(); else bad.push_back(0);
+      uint32_t len = static_cast<uint32_t>(bad.size() - wire::kHeaderBytes);
+      for (int i = 0; i < 4; ++i) bad[16 + i] = uint8_t(len >> (8 * i));
+      EXPECT_EQ(parseAll(bad, &m, &why), wire::Parse::Bad);
+      EXPECT_NE(why.find("size"), std::string::npos) << why;
+    }
+    auto late = frame;
+    late[12] = 1;  // seq 1
+    EXPECT_EQ(parseAll(late, &m, &why), wire::Parse::Bad);
+    EXPECT_NE(why.find("outside round 0"), std::string::npos) << why;
+  }
+  auto shortHello = wire::encodeHello(proof, {});  // a proof but no rank or nranks
+  EXPECT_EQ(parseAll(shortHello, &m, &why), wire::Parse::Bad);
+  EXPECT_NE(why.find("truncated hello"), std::string::npos) << why;
+}
+
+TEST(BootstrapAuth, ProofsBindSecretNoncesAndClaims) {
+  Secret k{}, k2{};
+  ASSERT_EQ(auth::randomBytes(k), Status::Success);
+  k2 = k;
+  k2[15] ^= 0x80;
+  wire::Nonce a{}, b{};
+  ASSERT_EQ(auth::randomBytes(a), Status::Success);
+  ASSERT_EQ(auth::randomBytes(b), Status::Success);
+  ASSERT_NE(a, b);
+  auto part = wire::helloSignedPart(1, 2, bytesOf("h"));
+  auto rank = auth::rankProof(k, a, b, part);
+  EXPECT_TRUE(auth::sameProof(rank, auth::rankProof(k, a, b, part)));
+  EXPECT_FALSE(auth::sameProof(rank, auth::rankProof(k2, a, b, part)));      // other secret
+  EXPECT_FALSE(auth::sameProof(rank, auth::rankProof(k, a, a, part)));       // other root nonce
+  EXPECT_FALSE(auth::sameProof(rank, auth::rankProof(k, b, b, part)));       // other rank nonce
+  EXPECT_FALSE(auth::sameProof(rank, auth::rankProof(k, a, b, wire::helloSignedPart(0, 2, bytesOf("h")))));
+  // The root's proof over the same nonces is not a rank's proof (no reflection).
+  EXPECT_FALSE(auth::sameProof(auth::rootProof(k, a, b), auth::rankProof(k, a, b, {})));
+  // Known answers (Python's hmac module) pin the construction docs/security.md describes:
+  // HMAC-SHA256(secret, label | rank nonce | root nonce [| rank, nranks, blob]).
+  Secret key{};
+  wire::Nonce n1{}, n2{};
+  for (int i = 0; i < 16; ++i) key[i] = uint8_t(i);
+  for (int i = 0; i < 32; ++i) n1[i] = uint8_t(i), n2[i] = uint8_t(32 + i);
+  auto hex = [](const wire::Proof& p) {
+    std::string s;
+    char b[3];
+    for (uint8_t x : p) snprintf(b, sizeof(b), "%02x", x), s += b;
+    return s;
+  };
+  EXPECT_EQ(hex(auth::rootProof(key, n1, n2)),
+            "a7ad3f88bc60b18b3bcee2c2ebcf2ce6b2c4ae008cf1350d9fc66cb9205deb35");
+  EXPECT_EQ(hex(auth::rankProof(key, n1, n2, part)),
+            "1fab075ced4033be9834ac7a4efa93f6eaf402eb523ad1f710f3b0bab3ed271b");
+  wire::Proof zero{};
+  EXPECT_FALSE(auth::sameProof(rank, zero));
 }
 
 TEST(BootstrapWire, ResultAndQueryReplyRoundTrip) {
@@ -59,7 +133,7 @@ TEST(BootstrapWire, ResultAndQueryReplyRoundTrip) {
 TEST(BootstrapWire, RefusesBadFrames) {
   wire::Message m;
   std::string why;
-  auto f = wire::encodeHello(1, 0, 2, {});
+  auto f = wire::encodeHello(wire::Proof{}, wire::helloSignedPart(0, 2, {}));
   // Truncated: every proper prefix needs more bytes.
   for (size_t n = 0; n < f.size(); ++n) {
     std::vector<uint8_t> pre(f.begin(), f.begin() + n);
@@ -74,9 +148,16 @@ TEST(BootstrapWire, RefusesBadFrames) {
   bad[19] = 0x40;  // length 1 GiB
   EXPECT_EQ(parseAll(bad, &m, &why, wire::kMaxHelloBytes), wire::Parse::Bad);
   EXPECT_NE(why.find("oversized"), std::string::npos);
-  EXPECT_EQ(parseAll(wire::encodeHello(1, 3, 2, {}), &m, &why), wire::Parse::Bad);
+  EXPECT_EQ(parseAll(wire::encodeHello({}, wire::helloSignedPart(3, 2, {})), &m, &why),
+            wire::Parse::Bad);
   EXPECT_NE(why.find("rank out of range"), std::string::npos);
-  EXPECT_EQ(parseAll(wire::encodeHello(1, 0, 0, {}), &m, &why), wire::Parse::Bad);
+  EXPECT_EQ(parseAll(wire::encodeHello({}, wire::helloSignedPart(0, 0, {})), &m, &why),
+            wire::Parse::Bad);
+  // An unknown type just past the last one.
+  auto unknown = wire::encodeGoodbye();
+  unknown[4] = static_cast<uint8_t>(static_cast<int>(wire::Type::Challenge) + 1);
+  EXPECT_EQ(parseAll(unknown, &m, &why), wire::Parse::Bad);
+  EXPECT_NE(why.find("unknown message type"), std::string::npos);
   // A result whose size table claims more than the payload holds.
   auto r = wire::encodeResult(0, 1, {bytesOf("abcd")});
   r[wire::kHeaderBytes + 4] = 0xff;
@@ -93,15 +174,7 @@ TEST(BootstrapWire, RefusesBadFrames) {
 
 TEST(BootstrapWire, FuzzDriverOverRandomAndMutatedInputs) {
   std::mt19937_64 rng(12345);
-  std::vector<std::vector<uint8_t>> seeds = {
-      wire::encodeHello(42, 1, 4, bytesOf("h")),
-      wire::encodeResult(3, 4, {bytesOf("xy"), bytesOf("zw")}),
-      wire::encodeQueryReply(0, 2, 8, {1, 5, 7}),
-      wire::encodePeerDown(3, "rank 3 disconnected"),
-      wire::encodeError(0, 1, "size mismatch"),
-      wire::encodeGoodbye(),
-      wire::encodeQuery(0, 1, 0),
-  };
+  const auto seeds = test::fuzzSeeds();
   int accepted = 0;
   for (auto& s : seeds) accepted += nlcclFuzzBootstrapParser(s.data(), s.size());
   EXPECT_EQ(accepted, 2 * static_cast<int>(seeds.size()));  // every seed parses under both limits
@@ -129,7 +202,7 @@ TEST(BootstrapUniqueId, RoundTripAndCorruption) {
   Endpoint ep;
   ep.addr = {127, 0, 0, 1};
   ep.port = 4242;
-  ep.secret = randomSecret();
+  ASSERT_EQ(auth::randomBytes(ep.secret), Status::Success);
   UniqueId id;
   encodeUniqueId(ep, &id);
   Endpoint back;
@@ -143,6 +216,20 @@ TEST(BootstrapUniqueId, RoundTripAndCorruption) {
   bad = id;
   bad.bytes[100] = 1;
   EXPECT_EQ(decodeUniqueId(bad, &back), Status::InvalidArgument);
+  bad = id;
+  bad.bytes[44] = 1;  // first byte after the secret
+  EXPECT_EQ(decodeUniqueId(bad, &back), Status::InvalidArgument);
+  bad = id;
+  bad.bytes[10] = 1;  // padding after the port
+  EXPECT_EQ(decodeUniqueId(bad, &back), Status::InvalidArgument);
+  bad = id;
+  memset(bad.bytes + 28, 0, 16);  // no secret
+  EXPECT_EQ(decodeUniqueId(bad, &back), Status::InvalidArgument);
+  bad = id;
+  bad.bytes[4] = 1;  // version 1: the 64-bit secret sent in clear
+  EXPECT_EQ(decodeUniqueId(bad, &back), Status::InvalidArgument);
+  // The secret is all 16 bytes at offset 28.
+  EXPECT_EQ(memcmp(id.bytes + 28, ep.secret.data(), 16), 0);
   UniqueId zero;
   EXPECT_EQ(decodeUniqueId(zero, &back), Status::InvalidArgument);
 }

@@ -1,5 +1,7 @@
 #include "multirank/collective_case.hpp"
 
+#include <algorithm>
+
 #include "common/reference.hpp"
 
 namespace nlccl::testing {
@@ -20,6 +22,8 @@ CollBuffers::CollBuffers(const CollCase& c, int rank, int nranks)
     case Collective::AllGather: inCount = n; outCount = n * p; break;
     case Collective::ReduceScatter: inCount = n * p; outCount = n; break;
     case Collective::AllToAll: inCount = outCount = n * p; break;
+    case Collective::Gather: inCount = n; outCount = n * p; break;
+    case Collective::Scatter: inCount = n * p; outCount = n; break;
     case Collective::AllToAllv:
       for (int j = 0; j < nranks; ++j) {
         sdispls_.push_back(inCount);
@@ -33,8 +37,10 @@ CollBuffers::CollBuffers(const CollCase& c, int rank, int nranks)
     default: break;
   }
   // One allocation for in-place layouts, two otherwise; +1 element so that empty buffers are
-  // still valid pointers.
-  recv_.assign((outCount + inCount + 1) * es_, 0);
+  // still valid pointers. A canary follows each: nothing may write past its buffer.
+  outEnd_ = (c.inPlace ? std::max(outCount, inCount) : outCount) * es_;
+  recv_.assign(outEnd_ + kCanaryBytes, 0);
+  std::fill(recv_.begin() + outEnd_, recv_.end(), static_cast<char>(kCanary));
   recvPtr_ = recv_.data();
   if (c.inPlace) {
     switch (c.collective) {
@@ -43,17 +49,24 @@ CollBuffers::CollBuffers(const CollCase& c, int rank, int nranks)
         sendPtr_ = recv_.data();
         recvPtr_ = recv_.data() + rank * n * es_;
         break;
+      case Collective::Gather: sendPtr_ = recv_.data() + c.root * n * es_; break;
+      case Collective::Scatter:
+        sendPtr_ = recv_.data();
+        recvPtr_ = recv_.data() + c.root * n * es_;
+        break;
       default: sendPtr_ = recv_.data(); break;
     }
   } else {
-    send_.assign((inCount + 1) * es_, 0);
+    send_.assign(inCount * es_ + kCanaryBytes, static_cast<char>(kCanary));
     sendPtr_ = send_.data();
   }
+  if (outEnd_ == 0) recvPtr_ = recv_.data();  // empty, yet a valid pointer (the canary's)
   // Inputs: element i of rank r's input holds value(r, i) (for in-place, written into the alias).
   if (c.collective == Collective::AllToAllv) {
     for (int j = 0; j < nranks; ++j)
       fill(c.dtype, c.op, rank, sendPtr_, sdispls_[j], sendcounts_[j], 1000 * j);
-  } else if (c.collective != Collective::Broadcast || rank == c.root) {
+  } else if ((c.collective != Collective::Broadcast && c.collective != Collective::Scatter) ||
+             rank == c.root) {
     fill(c.dtype, c.op, rank, sendPtr_, 0, inCount, 0);
   }
 }
@@ -71,6 +84,10 @@ nlcclResult_t CollBuffers::issue(nlcclComm_t comm, nlcclStream_t stream) {
     case Collective::Reduce:
       return nlcclReduce(sendPtr_, recvPtr_, c_.count, dt, op, c_.root, comm, stream);
     case Collective::AllToAll: return nlcclAlltoAll(sendPtr_, recvPtr_, c_.count, dt, comm, stream);
+    case Collective::Gather:
+      return nlcclGather(sendPtr_, recvPtr_, c_.count, dt, c_.root, comm, stream);
+    case Collective::Scatter:
+      return nlcclScatter(sendPtr_, recvPtr_, c_.count, dt, c_.root, comm, stream);
     case Collective::AllToAllv:
       return nlcclAlltoAllv(sendPtr_, sendcounts_.data(), sdispls_.data(), recvPtr_,
                             recvcounts_.data(), rdispls_.data(), dt, comm, stream);
@@ -103,12 +120,24 @@ std::string CollBuffers::check() const {
     case Collective::AllToAll:
       for (int r = 0; r < p; ++r) expectBlock(r, static_cast<size_t>(rank_) * n, n);
       break;
+    case Collective::Gather:
+      if (rank_ != c_.root) return "";
+      for (int r = 0; r < p; ++r) expectBlock(r, 0, n);
+      break;
+    case Collective::Scatter: expectBlock(c_.root, static_cast<size_t>(rank_) * n, n); break;
     case Collective::AllToAllv:
       for (int j = 0; j < p; ++j) expectBlock(j, 1000 * static_cast<size_t>(rank_), recvcounts_[j]);
       break;
     default: return "unsupported collective";
   }
   std::string err = compare(c_.dtype, recvPtr_, 0, want.size(), want, p);
+  for (size_t i = outEnd_; i < recv_.size() && err.empty(); ++i)
+    if (static_cast<unsigned char>(recv_[i]) != kCanary)
+      err = "byte " + std::to_string(i - outEnd_) + " past the receive buffer was written";
+  for (size_t i = send_.size() > kCanaryBytes ? send_.size() - kCanaryBytes : 0;
+       i < send_.size() && !send_.empty() && err.empty(); ++i)
+    if (static_cast<unsigned char>(send_[i]) != kCanary)
+      err = "the canary past the send buffer was written";
   if (err.empty()) return "";
   return std::string(collectiveName(c_.collective)) + " " + dataTypeName(c_.dtype) + " " +
          redOpName(c_.op) + (c_.inPlace ? " in-place" : " out-of-place") + " rank " +

@@ -63,7 +63,7 @@ std::vector<Param> allParams() {
   std::vector<Param> out;
   for (Collective c : {Collective::AllReduce, Collective::AllGather, Collective::ReduceScatter,
                        Collective::Broadcast, Collective::Reduce, Collective::AllToAll,
-                       Collective::AllToAllv})
+                       Collective::AllToAllv, Collective::Gather, Collective::Scatter})
     for (int n : {1, 2, 3, 4, 8})
       for (bool inPlace : {false, true}) out.push_back({c, n, inPlace});
   return out;

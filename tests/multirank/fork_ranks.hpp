@@ -3,12 +3,15 @@
 #pragma once
 
 #include <signal.h>
+#include <sys/mman.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <functional>
+#include <string>
 #include <vector>
 
 #include "nlccl.h"
@@ -18,22 +21,45 @@ namespace nlccl::testing {
 /// Exit code of a child whose body returned `ok`.
 inline int childExit(bool ok) { return ok ? 0 : 1; }
 
+/// The unique id handed from rank 0 to the other ranks through memory shared before the fork.
+struct SharedId {
+  std::atomic<int> state{0};  ///< 0 pending, 1 ready, 2 rank 0 failed
+  nlcclUniqueId id;
+};
+
+/// Rank 0's id for every rank: rank 0 makes it (its process runs the bootstrap root, as an MPI
+/// job's rank 0 would), the others wait for it. -1 when rank 0 could not make one.
+inline int shareUniqueId(SharedId* sh, int rank, nlcclUniqueId* out) {
+  if (rank == 0) {
+    const bool ok = nlcclGetUniqueId(&sh->id) == nlcclSuccess;
+    if (!ok) fprintf(stderr, "nlcclGetUniqueId: %s\n", nlcclGetLastError(nullptr));
+    sh->state.store(ok ? 1 : 2);
+  }
+  while (sh->state.load() == 0) usleep(200);
+  if (sh->state.load() != 1) return -1;
+  *out = sh->id;
+  return 0;
+}
+
 /// Forks `n` ranks; returns the exit status of each (0 = success). `body` returns true on
-/// success. Children that run longer than `limitSec` are killed (status 99).
+/// success. Children that run longer than `limitSec` are killed (status 99). The test process
+/// starts no thread before it forks (rank 0's process makes the unique id), so the children are
+/// safe under AddressSanitizer too.
 inline std::vector<int> forkRanks(int n, const std::function<bool(int rank, nlcclComm_t comm)>& body,
                                   int limitSec = 60, nlcclConfig_t* config = nullptr,
                                   std::vector<pid_t>* childPids = nullptr) {
-  nlcclUniqueId id;
   std::vector<int> status(n, -1);
-  if (nlcclGetUniqueId(&id) != nlcclSuccess) {
-    fprintf(stderr, "nlcclGetUniqueId: %s\n", nlcclGetLastError(nullptr));
-    return status;
-  }
+  void* mem = mmap(nullptr, sizeof(SharedId), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS,
+                   -1, 0);
+  if (mem == MAP_FAILED) return status;
+  auto* sh = new (mem) SharedId();
   std::fflush(nullptr);
   std::vector<pid_t> pids(n);
   for (int r = 0; r < n; ++r) {
     pid_t pid = fork();
     if (pid == 0) {
+      nlcclUniqueId id;
+      if (shareUniqueId(sh, r, &id) != 0) _exit(3);
       nlcclComm_t comm = nullptr;
       nlcclResult_t res = nlcclCommInitRankConfig(&comm, n, id, r, config);
       if (res != nlcclSuccess) {
@@ -71,6 +97,7 @@ inline std::vector<int> forkRanks(int n, const std::function<bool(int rank, nlcc
     }
     if (left > 0) usleep(2000);
   }
+  munmap(mem, sizeof(SharedId));
   return status;
 }
 

@@ -14,7 +14,12 @@ if(TARGET nlccl-perf)
       "alltoall -b 64 -e 1M -f 8"
       "sendrecv -b 8 -e 1M -f 8"
       "allreduce -b 1K -e 64K -f 4 -d all -n 3 -w 1"
-      "allreduce -b 4K -e 64K -f 4 -z 1 -d bfloat16 -o avg")
+      "allreduce -b 4K -e 64K -f 4 -z 1 -d bfloat16 -o avg"
+      "alltoallv -b 64 -e 1M -f 8 -d all -n 2 -w 1"
+      "gather -b 8 -e 1M -f 8 -r -1"
+      "scatter -b 8 -e 1M -f 8 -r all -d half"
+      "hypercube -b 64 -e 1M -f 8"
+      "reducescatter -b 64 -e 256K -f 8 -o mulsum -d all")
   set(_i 0)
   foreach(_case IN LISTS _perf_thread_cases)
     separate_arguments(_args UNIX_COMMAND "${_case}")
@@ -36,7 +41,9 @@ if(TARGET nlccl-perf)
            COMMAND bash ${_perf_check} fork ${_perf_bin} 4 allreduce -b 8 -e 1M -f 8 -n 5 -w 2)
   add_test(NAME perf_fork_np4_alltoall
            COMMAND bash ${_perf_check} fork ${_perf_bin} 4 alltoall -b 64 -e 1M -f 8 -n 5 -w 2)
-  set_tests_properties(perf_fork_np4_allreduce perf_fork_np4_alltoall PROPERTIES
+  add_test(NAME perf_fork_np4_hypercube
+           COMMAND bash ${_perf_check} fork ${_perf_bin} 4 hypercube -b 64 -e 1M -f 8 -n 3 -w 1)
+  set_tests_properties(perf_fork_np4_allreduce perf_fork_np4_alltoall perf_fork_np4_hypercube PROPERTIES
                        LABELS "multiprocess;perf" TIMEOUT 180)
   if(NLCCL_WITH_MPI)
     find_program(_perf_mpirun NAMES mpirun)
@@ -53,7 +60,10 @@ if(TARGET nlccl-perf)
           "broadcast -b 8 -e 256K -f 16 -r 1 -d half"
           "reduce -b 8 -e 256K -f 16 -r -1 -d double"
           "alltoall -b 64 -e 256K -f 16"
-          "sendrecv -b 8 -e 256K -f 16")
+          "sendrecv -b 8 -e 256K -f 16"
+          "alltoallv -b 64 -e 256K -f 16"
+          "gather -b 64 -e 256K -f 16 -r 1"
+          "scatter -b 64 -e 256K -f 16 -r 0")
       foreach(_case IN LISTS _perf_compare_cases)
         separate_arguments(_args UNIX_COMMAND "${_case}")
         list(GET _args 0 _coll)

@@ -1,6 +1,5 @@
 // Ranks as processes over shared memory: every collective at 2, 3 and 4 processes with checked
 // results, communicator split, and a rank killed mid-collective.
-#include <dirent.h>
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -10,18 +9,6 @@
 #include "multirank/fork_ranks.hpp"
 
 namespace nlccl::testing {
-
-std::vector<std::string> nlcclShmSegments(const std::vector<pid_t>& pids) {
-  std::vector<std::string> out;
-  DIR* d = opendir("/dev/shm");
-  if (d == nullptr) return out;
-  while (dirent* e = readdir(d))
-    for (pid_t pid : pids)
-      if (std::string(e->d_name).rfind("nlccl-" + std::to_string(pid) + "-", 0) == 0)
-        out.push_back(e->d_name);
-  closedir(d);
-  return out;
-}
 
 namespace {
 
@@ -38,7 +25,7 @@ TEST_P(ProcessCollectivesTest, EveryCollective) {
     bool ok = true;
     for (Collective c : {Collective::AllReduce, Collective::AllGather, Collective::ReduceScatter,
                          Collective::Broadcast, Collective::Reduce, Collective::AllToAll,
-                         Collective::AllToAllv}) {
+                         Collective::AllToAllv, Collective::Gather, Collective::Scatter}) {
       for (int ti = 0; ti < kNumDataTypes; ++ti) {
         const DataType t = static_cast<DataType>(ti);
         for (int o = 0; o < (reduces(c) ? kNumRedOps : 1); ++o) {

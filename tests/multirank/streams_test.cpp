@@ -59,8 +59,55 @@ TEST(StreamsTest, ErrorSurfacesAtSynchronizeAndAsyncError) {
   EXPECT_EQ(async, nlcclTimeout);
   EXPECT_NE(std::string(nlcclGetLastError(comms[0])).find("peer 1"), std::string::npos)
       << nlcclGetLastError(comms[0]);
-  EXPECT_EQ(nlcclStreamDestroy(stream), nlcclSuccess);
+  // The error is sticky: asking again still reports it, until the communicator is aborted.
+  EXPECT_EQ(nlcclStreamSynchronize(stream), nlcclTimeout);
+  EXPECT_EQ(nlcclStreamQuery(stream), nlcclTimeout);
+  EXPECT_EQ(nlcclStreamSynchronize(stream), nlcclTimeout);
   for (auto c : comms) EXPECT_EQ(nlcclCommAbort(c), nlcclSuccess);
+  EXPECT_EQ(nlcclStreamQuery(stream), nlcclSuccess);
+  EXPECT_EQ(nlcclStreamSynchronize(stream), nlcclSuccess);
+  // The stream then serves a new communicator.
+  std::vector<nlcclComm_t> fresh(2);
+  ASSERT_EQ(nlcclCommInitAll(fresh.data(), 2, nullptr), nlcclSuccess);
+  runRanks(2, [&](int r) {
+    nlcclStream_t s = stream;
+    nlcclStream_t own = nullptr;
+    if (r == 1) ASSERT_EQ(nlcclStreamCreate(&own), nlcclSuccess);
+    std::vector<float> x(16, 1.0f);
+    ASSERT_EQ(nlcclAllReduce(x.data(), x.data(), 16, nlcclFloat, nlcclSum, fresh[r],
+                             r == 0 ? s : own),
+              nlcclSuccess);
+    EXPECT_EQ(nlcclStreamSynchronize(r == 0 ? s : own), nlcclSuccess);
+    EXPECT_EQ(x[15], 2.0f);
+    if (own) EXPECT_EQ(nlcclStreamDestroy(own), nlcclSuccess);
+  });
+  for (auto c : fresh) EXPECT_EQ(nlcclCommDestroy(c), nlcclSuccess);
+  EXPECT_EQ(nlcclStreamDestroy(stream), nlcclSuccess);
+}
+
+// A non-fatal error (a mismatched call under NLCCL_CHECK leaves the communicator usable) is
+// reported once, not kept.
+TEST(StreamsTest, NonFatalErrorsAreReportedOnce) {
+  setenv("NLCCL_CHECK", "1", 1);
+  std::vector<nlcclComm_t> comms(2);
+  ASSERT_EQ(nlcclCommInitAll(comms.data(), 2, nullptr), nlcclSuccess);
+  unsetenv("NLCCL_CHECK");
+  runRanks(2, [&](int r) {
+    nlcclStream_t stream;
+    ASSERT_EQ(nlcclStreamCreate(&stream), nlcclSuccess);
+    std::vector<float> x(16, 1.0f);
+    ASSERT_EQ(nlcclAllReduce(x.data(), x.data(), r == 0 ? 16 : 15, nlcclFloat, nlcclSum, comms[r],
+                             stream),
+              nlcclSuccess);
+    EXPECT_EQ(nlcclStreamSynchronize(stream), nlcclInvalidUsage);
+    EXPECT_EQ(nlcclStreamSynchronize(stream), nlcclSuccess);
+    ASSERT_EQ(nlcclAllReduce(x.data(), x.data(), 16, nlcclFloat, nlcclSum, comms[r], stream),
+              nlcclSuccess);
+    EXPECT_EQ(nlcclStreamSynchronize(stream), nlcclSuccess);
+    EXPECT_EQ(x[0], 2.0f);
+    EXPECT_EQ(nlcclStreamDestroy(stream), nlcclSuccess);
+  });
+  for (auto c : comms) EXPECT_EQ(nlcclCommDestroy(c), nlcclSuccess);
 }
 
 }  // namespace

@@ -12,6 +12,16 @@ cmake --install "$build" --prefix "$tmp/prefix" >/dev/null
 lib=$(ls "$tmp"/prefix/lib*/libnlccl.so)
 bad=$(nm -D --defined-only "$lib" | awk '$2 ~ /[TDBRW]/ {print $3}' | grep -v '^nlccl' || true)
 if [ -n "$bad" ]; then echo "symbols exported beyond nlccl*:"; echo "$bad" | head; exit 1; fi
+# Every function nlccl.h declares is exported (a declared but missing entry point breaks ports).
+syms=$(nm -D --defined-only "$lib" | awk '{print $3}')
+missing=$(grep -oE '^(nlcclResult_t|const char\*|void) +nlccl[A-Za-z0-9]+' \
+            "$tmp/prefix/include/nlccl.h" | awk '{print $NF}' | while read -r f; do
+            echo "$syms" | grep -qx "$f" || echo "$f"; done)
+if [ -n "$missing" ]; then echo "declared in nlccl.h but not exported: $missing"; exit 1; fi
+# nccl-tests' names are installed as links to nlccl-perf.
+if [ -e "$tmp/prefix/bin/nlccl-perf" ] && [ ! -L "$tmp/prefix/bin/all_reduce_perf" ]; then
+  echo "all_reduce_perf is not installed as a link to nlccl-perf"; exit 1
+fi
 cmake -S "$src/consumer" -B "$tmp/cm" -DCMAKE_PREFIX_PATH="$tmp/prefix" >/dev/null
 cmake --build "$tmp/cm" >/dev/null
 libdir=$(dirname "$lib")

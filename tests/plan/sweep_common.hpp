@@ -28,7 +28,8 @@ inline std::vector<Request> sweepRequests(const algo::Entry& entry, int p,
                                           const std::vector<size_t>& counts) {
   std::vector<Request> out;
   const bool rooted =
-      entry.collective == Collective::Broadcast || entry.collective == Collective::Reduce;
+      entry.collective == Collective::Broadcast || entry.collective == Collective::Reduce ||
+      entry.collective == Collective::Gather || entry.collective == Collective::Scatter;
   std::vector<int> roots = rooted && p > 1 ? std::vector<int>{0, p - 1} : std::vector<int>{0};
   std::vector<std::vector<int>> groupings = {{}};
   if (std::string(entry.name) == "hier")

@@ -29,7 +29,6 @@ ShmTransport::~ShmTransport() {
   std::lock_guard<std::mutex> lock(mu_);
   peers_.clear();  // unmaps
   own_.unmap();
-  if (!ownName_.empty()) shm_unlink(ownName_.c_str());  // normally gone already (ENOENT)
 }
 
 void ShmTransport::deliver(const RecvOp& r, size_t offset, const char* src, size_t bytes) {

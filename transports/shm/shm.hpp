@@ -1,7 +1,7 @@
 // Shared-memory transport: ranks are processes on one host (DESIGN.md section 5).
 //
-// Every rank owns one POSIX shared-memory segment holding its doorbell and one FIFO of fixed-size
-// slots per sending peer (see shm_segment.hpp). A message is cut into slot-sized fragments, each
+// Every rank owns one shared-memory segment (nameless: see shm_segment.hpp) holding its doorbell
+// and one FIFO of fixed-size slots per sending peer. A message is cut into slot-sized fragments, each
 // with a (tag, total bytes, offset) header; the sender copies fragments in, the receiver copies or
 // reduces them straight out of the slot into the destination. Messages to one peer enter its FIFO
 // in posting order.
@@ -71,10 +71,10 @@ SingleCopyCounters& singleCopyCounters();
 class ShmTransport final : public Transport {
  public:
 
-  /// Collective: every rank of the group calls it. Creates this rank's segment, exchanges names
-  /// through `allGather`, maps every peer's segment and waits (up to `timeout`) until every peer
-  /// has mapped this rank's; the names are unlinked by then, so nothing stays in /dev/shm even if
-  /// a process is killed later. `health` (may be empty) is polled from progress() every ~50 ms;
+  /// Collective: every rank of the group calls it. Creates this rank's segment (nameless memory,
+  /// so nothing can be left in /dev/shm), exchanges where the segments are through `allGather`,
+  /// maps every peer's segment and waits (up to `timeout`) until every peer has mapped this
+  /// rank's. `health` (may be empty) is polled from progress() every ~50 ms;
   /// a non-success result fails all operations with that status.
   static Status create(int rank, int nranks, const AllGatherFn& allGather,
                        std::chrono::milliseconds timeout, std::function<Status()> health,
@@ -194,7 +194,6 @@ class ShmTransport final : public Transport {
   std::chrono::milliseconds timeout_;
   std::function<Status()> health_;
   uint64_t singleCopyBytes_ = 0;
-  std::string ownName_;
   shm::Segment own_;
   std::vector<Peer> peers_;   ///< indexed by rank; only those in served_ are mapped
   std::vector<int> served_;   ///< the peers this transport serves (not this rank)

@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cinttypes>
 #include <cstring>
 #include <new>
 
@@ -43,49 +44,39 @@ Segment& Segment::operator=(Segment&& o) noexcept {
     unmap();
     base_ = o.base_;
     size_ = o.size_;
+    owned_ = o.owned_;
+    where_ = o.where_;
     nranks_ = o.nranks_;
     owner_ = o.owner_;
     ctrlStride_ = o.ctrlStride_;
     payloadOffset_ = o.payloadOffset_;
     o.base_ = nullptr;
     o.size_ = 0;
+    o.owned_ = false;
   }
   return *this;
 }
 
 void Segment::unmap() {
-  if (base_) munmap(base_, size_);
+  if (base_ && owned_) shmem::memFree(base_);
+  else if (base_) munmap(base_, size_);
   base_ = nullptr;
   size_ = 0;
+  owned_ = false;
 }
 
-Status Segment::create(const std::string& name, int nranks, int owner, uint32_t slots,
-                       uint64_t slotBytes, Segment* out) {
-  size_t size = sizeFor(nranks, slots, slotBytes);
-  int fd = shm_open(name.c_str(), O_RDWR | O_CREAT | O_EXCL, 0600);
-  if (fd < 0) {
-    WARN("shm: rank %d: shm_open(%s) failed: %s", owner, name.c_str(), strerror(errno));
+Status Segment::create(int nranks, int owner, uint32_t slots, uint64_t slotBytes, Segment* out) {
+  const size_t size = sizeFor(nranks, slots, slotBytes);
+  void* p = nullptr;
+  if (shmem::memAlloc(size, &p, true) != Status::Success) {
+    WARN("shm: rank %d: cannot allocate its %zu-byte segment", owner, size);
     return Status::SystemError;
   }
-  // posix_fallocate, unlike ftruncate, reserves the pages now: a full /dev/shm fails here with a
-  // message instead of a SIGBUS on first touch in the middle of a collective.
-  int rc = posix_fallocate(fd, 0, static_cast<off_t>(size));
-  if (rc != 0) {
-    WARN("shm: rank %d: cannot allocate %zu bytes for %s in /dev/shm: %s", owner, size,
-         name.c_str(), strerror(rc));
-    close(fd);
-    shm_unlink(name.c_str());
-    return Status::SystemError;
-  }
-  void* p = mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-  int err = errno;
-  close(fd);
-  if (p == MAP_FAILED) {
-    WARN("shm: rank %d: mmap of %s (%zu bytes) failed: %s", owner, name.c_str(), size,
-         strerror(err));
-    shm_unlink(name.c_str());
-    return Status::SystemError;
-  }
+  Segment s;
+  s.base_ = static_cast<char*>(p);
+  s.owned_ = true;
+  if (!shmem::findAllocation(p, size, &s.where_)) return Status::InternalError;
+  s.size_ = s.where_.size;  // page granular
   auto* h = new (p) SegmentHeader();
   h->magic = 0;  // published last
   h->nranks = static_cast<uint32_t>(nranks);
@@ -97,9 +88,6 @@ Status Segment::create(const std::string& name, int nranks, int owner, uint32_t 
   h->sleepers.store(0);
   h->mapped.store(0);
   h->aborted.store(0);
-  Segment s;
-  s.base_ = static_cast<char*>(p);
-  s.size_ = size;
   s.nranks_ = nranks;
   s.owner_ = owner;
   s.ctrlStride_ = ctrlStrideFor(slots);
@@ -117,35 +105,26 @@ Status Segment::create(const std::string& name, int nranks, int owner, uint32_t 
   return Status::Success;
 }
 
-Status Segment::open(const std::string& name, int nranks, int owner, Segment* out) {
-  int fd = shm_open(name.c_str(), O_RDWR, 0);
-  if (fd < 0) {
-    WARN("shm: cannot open rank %d's segment %s: %s", owner, name.c_str(), strerror(errno));
+Status Segment::open(int pid, const shmem::AllocationRef& where, int nranks, int owner,
+                     Segment* out) {
+  if (where.size < sizeof(SegmentHeader)) {
+    WARN("shm: rank %d's segment is truncated (%" PRIu64 " bytes)", owner, where.size);
     return Status::SystemError;
   }
-  struct stat st;
-  if (fstat(fd, &st) != 0 || st.st_size < static_cast<off_t>(sizeof(SegmentHeader))) {
-    WARN("shm: rank %d's segment %s is truncated", owner, name.c_str());
-    close(fd);
-    return Status::SystemError;
-  }
-  size_t size = static_cast<size_t>(st.st_size);
-  void* p = mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-  int err = errno;
-  close(fd);
-  if (p == MAP_FAILED) {
-    WARN("shm: mmap of rank %d's segment %s failed: %s", owner, name.c_str(), strerror(err));
-    return Status::SystemError;
-  }
+  shmem::RemoteMapping map;
+  NLCHECK(shmem::RemoteMapping::open(pid, where.fd, where.id, where.size, &map, true));
   Segment s;
-  s.base_ = static_cast<char*>(p);
-  s.size_ = size;
+  s.base_ = map.writableData();
+  s.size_ = map.size();
+  map.release();  // the Segment unmaps it from now on
   auto* h = s.header();
   std::atomic_thread_fence(std::memory_order_acquire);
+  const size_t want = sizeFor(nranks, h->slots, h->slotBytes);
   if (h->magic != kSegmentMagic || h->nranks != static_cast<uint32_t>(nranks) ||
       h->owner != static_cast<uint32_t>(owner) || h->slots < 2 || h->slotBytes == 0 ||
-      h->totalBytes != size || sizeFor(nranks, h->slots, h->slotBytes) != size) {
-    WARN("shm: segment %s does not look like rank %d's of %d ranks", name.c_str(), owner, nranks);
+      h->totalBytes != want || want > s.size_) {
+    WARN("shm: the segment of process %d does not look like rank %d's of %d ranks", pid, owner,
+         nranks);
     return Status::InternalError;
   }
   s.nranks_ = nranks;

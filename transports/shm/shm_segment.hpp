@@ -4,6 +4,10 @@
 // One segment per receiving rank, not per pair: a rank blocks on a single futex word whatever peer
 // it waits for (a thread cannot sleep on several futexes), senders ring that word after writing a
 // slot and receivers ring the sender's word after freeing one. It also means n segments, not n^2.
+//
+// A segment is shareable memory with no name (util/shared_memory.hpp: a memfd its owner keeps
+// open; peers map it through /proc/<pid>/fd), so a rank killed at any moment, set-up included,
+// leaves nothing in /dev/shm.
 #pragma once
 
 #include <atomic>
@@ -11,6 +15,7 @@
 #include <cstdint>
 #include <string>
 
+#include "util/shared_memory.hpp"
 #include "util/status.hpp"
 
 namespace nlccl::transport::shm {
@@ -73,11 +78,14 @@ class Segment {
   Segment& operator=(Segment&& o) noexcept;
   ~Segment() { unmap(); }
 
-  /// Creates (O_EXCL, mode 0600), sizes and maps a new segment named `name` ("/nlccl-...").
-  static Status create(const std::string& name, int nranks, int owner, uint32_t slots,
-                       uint64_t slotBytes, Segment* out);
-  /// Maps an existing segment and checks its header against `nranks` / `owner`.
-  static Status open(const std::string& name, int nranks, int owner, Segment* out);
+  /// Allocates (mode 0600, pages reserved) and maps a new segment; where() tells peers how to
+  /// map it.
+  static Status create(int nranks, int owner, uint32_t slots, uint64_t slotBytes, Segment* out);
+  /// Maps process `pid`'s segment `where` and checks its header against `nranks` / `owner`.
+  static Status open(int pid, const shmem::AllocationRef& where, int nranks, int owner,
+                     Segment* out);
+  /// The allocation behind a segment made by create().
+  const shmem::AllocationRef& where() const { return where_; }
   /// Bytes needed for a segment of this geometry.
   static size_t sizeFor(int nranks, uint32_t slots, uint64_t slotBytes);
 
@@ -98,6 +106,8 @@ class Segment {
   size_t ringIndex(int src) const;
   char* base_ = nullptr;
   size_t size_ = 0;
+  bool owned_ = false;          ///< made by create(): freed with shmem::memFree
+  shmem::AllocationRef where_;  ///< create() only
   int nranks_ = 0;
   int owner_ = 0;
   size_t ctrlStride_ = 0;  // RingControl + slot headers, per source

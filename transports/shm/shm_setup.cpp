@@ -31,7 +31,10 @@ struct SetupBlob {
   int32_t rank;
   int32_t pid;
   uint64_t startTime;
-  char name[64];
+  int32_t fd;  ///< the owner's descriptor of its segment (/proc/<pid>/fd/<fd>)
+  int32_t pad;
+  uint64_t id;    ///< the segment's allocation id (checked when mapping)
+  uint64_t size;  ///< bytes of the segment's allocation
 };
 
 void geometryFromEnv(uint32_t* slots, uint64_t* slotBytes) {
@@ -52,14 +55,6 @@ void geometryFromEnv(uint32_t* slots, uint64_t* slotBytes) {
 uint64_t singleCopyFromEnv() {
   const Param<uint64_t> v = paramShmSingleCopyBytes();  // 0 disables
   return v.value;  // the default when malformed (logged)
-}
-
-std::string uniqueName(int rank) {
-  std::random_device rd;
-  uint64_t r = (uint64_t{rd()} << 32) ^ rd();
-  char buf[64];
-  snprintf(buf, sizeof buf, "/nlccl-%d-%016" PRIx64 "-%d", static_cast<int>(getpid()), r, rank);
-  return buf;
 }
 
 }  // namespace
@@ -104,66 +99,65 @@ Status ShmTransport::setup(const AllGatherFn& allGather) {
   uint64_t slotBytes;
   geometryFromEnv(&slots, &slotBytes);
   singleCopyBytes_ = singleCopyFromEnv();
-  ownName_ = uniqueName(rank_);
-  NLCHECK(shm::Segment::create(ownName_, nranks_, rank_, slots, slotBytes, &own_));
+  NLCHECK(shm::Segment::create(nranks_, rank_, slots, slotBytes, &own_));
   nextCheck_ = std::chrono::steady_clock::now();
   peers_.resize(static_cast<size_t>(nranks_));
   INFO(log::kShm,
-       "shm: rank %d: segment %s, %u slots x %" PRIu64 " bytes per peer, single copy from %" PRIu64
-       " bytes",
-       rank_, ownName_.c_str(), slots, slotBytes, singleCopyBytes_);
-  if (nranks_ == 1) {
-    shm_unlink(ownName_.c_str());
-    return Status::Success;
-  }
-  // The exchange is collective over the whole group, even for a rank that serves no peer.
+       "shm: rank %d: segment of %" PRIu64 " bytes, %u slots x %" PRIu64
+       " bytes per peer, single copy from %" PRIu64 " bytes",
+       rank_, own_.where().size, slots, slotBytes, singleCopyBytes_);
+  if (nranks_ == 1) return Status::Success;
 
+  // The exchange is collective over the whole group, even for a rank that serves no peer.
   SetupBlob mine{};
   mine.magic = kBlobMagic;
   mine.rank = rank_;
   mine.pid = static_cast<int32_t>(getpid());
   char st;
   readProcStat(getpid(), &st, &mine.startTime);
-  snprintf(mine.name, sizeof mine.name, "%s", ownName_.c_str());
+  mine.fd = own_.where().fd;
+  mine.id = own_.where().id;
+  mine.size = own_.where().size;
   std::vector<SetupBlob> all(static_cast<size_t>(nranks_));
   Status s = allGather(&mine, sizeof mine, all.data());
   if (s != Status::Success) {
     WARN("shm: rank %d: setup exchange failed (%s)", rank_, statusName(s));
-    shm_unlink(ownName_.c_str());
     return s;
   }
-
-  // From here on every name is known: on failure, unlink them all so nothing outlives the group
-  // (the names are unique to this group, so this cannot touch anyone else's segment).
-  auto unlinkAll = [&] {
-    for (const SetupBlob& b : all)
-      if (b.magic == kBlobMagic && memchr(b.name, 0, sizeof b.name)) shm_unlink(b.name);
-    shm_unlink(ownName_.c_str());
-  };
+  // Segments have no names: whatever happens from here, nothing is left in /dev/shm.
   const uint32_t sharers = static_cast<uint32_t>(served_.size());  // peers mapping each segment
   for (int p : served_) {
     const SetupBlob& b = all[static_cast<size_t>(p)];
-    if (b.magic != kBlobMagic || b.rank != p || !memchr(b.name, 0, sizeof b.name) ||
-        strncmp(b.name, "/nlccl-", 7) != 0) {
+    if (b.magic != kBlobMagic || b.rank != p || b.pid <= 0 || b.fd < 0) {
       WARN("shm: rank %d: malformed setup record from rank %d", rank_, p);
-      unlinkAll();
       return Status::InternalError;
     }
     Peer& peer = peers_[static_cast<size_t>(p)];
     peer.pid = b.pid;
     peer.startTime = b.startTime;
-    s = shm::Segment::open(b.name, nranks_, p, &peer.seg);
-    if (s != Status::Success) {
-      unlinkAll();
-      return s;
+    shmem::AllocationRef where;
+    where.fd = b.fd;
+    where.id = b.id;
+    where.size = b.size;
+    if (Status os = shm::Segment::open(b.pid, where, nranks_, p, &peer.seg); os != Status::Success) {
+      // A peer that died since the exchange took its segment with it: that is the peer's
+      // failure (RemoteError), not ours. A dying process closes its descriptors before it
+      // becomes a zombie, so give it a moment to show as dead.
+      bool dead = false;
+      for (int i = 0; i < 40 && !(dead = processDead(peer.pid, peer.startTime)); ++i)
+        usleep(5000);
+      if (dead) {
+        WARN("shm: rank %d: peer rank %d (pid %d) died during setup", rank_, p, b.pid);
+        return Status::RemoteError;
+      }
+      return os;
     }
-    // The last rank to map a segment unlinks its name; the owner double-checks below.
-    uint32_t before = peer.seg.header()->mapped.fetch_add(1);
-    if (before + 1 == sharers) shm_unlink(b.name);
+    peer.seg.header()->mapped.fetch_add(1);
     peer.seg.ringDoorbell();
   }
 
-  // Wait until every peer has mapped our segment, then make sure its name is gone.
+  // Wait until every peer has mapped our segment: a peer that dies during set-up is an error
+  // here, not a hang later.
   auto* h = own_.header();
   auto deadline = std::chrono::steady_clock::now() + timeout_;
   while (true) {
@@ -183,15 +177,11 @@ Status ShmTransport::setup(const AllGatherFn& allGather) {
         WARN("shm: rank %d: peer rank %d died during setup", rank_, p);
         bad = Status::RemoteError;
       }
-    if (bad != Status::Success) {
-      unlinkAll();
-      return bad;
-    }
+    if (bad != Status::Success) return bad;
     h->sleepers.fetch_add(1);
     futexWait(&h->epoch, epoch, std::chrono::milliseconds(10), true);
     h->sleepers.fetch_sub(1);
   }
-  shm_unlink(ownName_.c_str());
   return Status::Success;
 }
 

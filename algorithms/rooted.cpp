@@ -1,0 +1,54 @@
+// Direct gather and scatter (NCCL 2.28's ncclGather / ncclScatter): the root exchanges one block
+// of `count` elements with every other rank, all of them posted in one step, as NCCL's own
+// implementation groups p-1 sends or receives at the root. The root's own block is a local copy,
+// left out in place (Gather: sendbuff == recvbuff + root*count; Scatter: recvbuff == sendbuff +
+// root*count). Every transfer moves a whole block, so slices of a block pipeline: pipelinable.
+#include "algorithms/families.hpp"
+#include "algorithms/patterns.hpp"
+
+namespace nlccl::algo {
+namespace {
+
+using namespace plan;
+
+/// Gather: rank j's Input lands in the root's Output block j. Scatter: the root's Input block j
+/// lands in rank j's Output.
+Plan directRooted(const Request& req) {
+  Plan plan = pattern::shell(req, "direct", 1);
+  plan.pipelinable = true;
+  const int p = req.nranks, root = req.root;
+  const size_t c = req.count;
+  if (c == 0) return plan;
+  const bool gather = req.collective == Collective::Gather;
+  for (int r = 0; r < p; ++r) {
+    Step st;
+    if (r != root) {
+      st.transfers.push_back(gather ? pattern::send(root, in(0, c)) : pattern::recv(root, out(0, c)));
+    } else {
+      for (int j = 0; j < p; ++j) {
+        if (j == root) continue;
+        const Region block = gather ? out(static_cast<size_t>(j) * c, c)
+                                    : in(static_cast<size_t>(j) * c, c);
+        st.transfers.push_back(gather ? pattern::recv(j, block) : pattern::send(j, block));
+      }
+      if (!req.inPlace) {
+        const size_t at = static_cast<size_t>(root) * c;
+        st.locals.push_back(gather ? pattern::copy(in(0, c), out(at, c))
+                                   : pattern::copy(in(at, c), out(0, c)));
+      }
+    }
+    pattern::push(plan, r, 0, std::move(st));
+  }
+  return plan;
+}
+
+}  // namespace
+
+std::vector<Entry> rootedEntries() {
+  return {
+      {"direct", Collective::Gather, directRooted},
+      {"direct", Collective::Scatter, directRooted},
+  };
+}
+
+}  // namespace nlccl::algo
