@@ -1,5 +1,5 @@
 // Algorithms generate Plans: pure functions of a Request (DESIGN.md 2.2). Users pick them by name:
-// ring, tree, rhd, hier, direct, bruck.
+// ring, tree, rhd, hier, direct, pairwise, bruck.
 #pragma once
 
 #include <optional>
@@ -8,15 +8,21 @@
 #include <vector>
 
 #include "plan/plan.hpp"
+#include "plan/symmetry.hpp"
 
 namespace nlccl::algo {
 
 using Builder = plan::Plan (*)(const plan::Request&);
+/// The rotations of rank digits the Plans of a request are symmetric under (plan/symmetry.hpp);
+/// counts must divide evenly for the images to match exactly (blocks otherwise differ by one
+/// element). Tested against the built Plans (tests/plan/symmetry_test.cpp).
+using SymmetryOf = plan::Symmetry (*)(const plan::Request&);
 
 struct Entry {
   const char* name;
   Collective collective;
   Builder build;
+  SymmetryOf symmetry = nullptr;  ///< nullptr: no symmetry (every rank is its own class)
 };
 
 /// Every (algorithm, collective) pair nlccl implements.
@@ -31,6 +37,9 @@ std::string validNames(Collective c);
 /// The default algorithm name for `c` (ring for reductions and all-gather, direct for all-to-all,
 /// gather and scatter).
 const char* defaultAlgorithm(Collective c);
+
+/// The symmetry of `name`'s Plans for `req` (trivial when it declares none).
+plan::Symmetry symmetryOf(const plan::Request& req, std::string_view name);
 
 /// Builds the Plan for `req` with algorithm `name`. Returns nullopt, with `error` set to a message
 /// listing the valid names, when `name` does not apply to the collective.

@@ -24,6 +24,7 @@ Plan bruckAllToAll(const plan::Request& req) {
   }
   const size_t sendBase = req.inPlace ? pc : 0, recvBase = sendBase + maxBlocks * c;
   for (int r = 0; r < np; ++r) {
+    if (!p.builds(r)) continue;
     // In place, Input is Output: keep the working array in Scratch instead.
     auto work = [&](int j) {
       return req.inPlace ? plan::scratch(static_cast<size_t>(j) * c, c)
@@ -63,6 +64,14 @@ Plan bruckAllToAll(const plan::Request& req) {
   return p;
 }
 
-std::vector<Entry> bruckEntries() { return {{"bruck", Collective::AllToAll, bruckAllToAll}}; }
+std::vector<Entry> bruckEntries() {
+  // Rank r's program is rank 0's with every peer and block index shifted by r.
+  auto rotation = [](const plan::Request& r) {
+    plan::Symmetry s;
+    pattern::addRotation(&s, 1, r.nranks);
+    return s;
+  };
+  return {{"bruck", Collective::AllToAll, bruckAllToAll, rotation}};
+}
 
 }  // namespace nlccl::algo

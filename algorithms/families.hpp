@@ -9,7 +9,7 @@
 namespace nlccl::algo {
 
 std::vector<Entry> ringEntries();     // ring.cpp: allreduce, allgather, reducescatter, broadcast, reduce
-std::vector<Entry> directEntries();   // direct.cpp: alltoall, alltoallv (pairwise, rotated)
+std::vector<Entry> directEntries();   // direct.cpp: alltoall, alltoallv (direct: concurrent; pairwise)
 std::vector<Entry> treeEntries();     // tree.cpp: double binary tree allreduce; binomial bcast/reduce
 std::vector<Entry> rhdEntries();      // rhd.cpp: Rabenseifner allreduce, recursive doubling allgather
 std::vector<Entry> hierEntries();     // hier.cpp: hierarchical allreduce/allgather/reducescatter/alltoall(v)

@@ -71,11 +71,23 @@ Levels levelsOf(const plan::Request& req) {
   return lv;
 }
 
-// Calls f(members, leader) once per group of level l.
+// Calls f(members, leader) once per group of level l that has a member `p` builds (a partial
+// Plan visits only the groups of the ranks it builds).
 template <typename F>
-void forGroups(const Levels& lv, int nranks, int l, F f) {
-  for (int r = 0; r < nranks; ++r)
-    if (lv.coord(r, l) == 0) f(lv.members(r, l), r);
+void forGroups(const Plan& p, const Levels& lv, int nranks, int l, F f) {
+  if (p.built.empty()) {
+    for (int r = 0; r < nranks; ++r)
+      if (lv.coord(r, l) == 0) f(lv.members(r, l), r);
+    return;
+  }
+  std::vector<uint8_t> seen(static_cast<size_t>(nranks), 0);
+  for (int r = 0; r < nranks; ++r) {
+    if (!p.builds(r)) continue;
+    const int leader = r - lv.coord(r, l) * lv.stride[l];
+    if (seen[static_cast<size_t>(leader)]) continue;
+    seen[static_cast<size_t>(leader)] = 1;
+    f(lv.members(leader, l), leader);
+  }
 }
 
 // Range of keys (in blocks) whose digits 0..l-1 equal those of `rank`: g_l * outer(l) blocks.
@@ -92,29 +104,37 @@ Plan hierAllReduce(const plan::Request& req) {
   const Levels lv = levelsOf(req);
   const int top = lv.levels() - 1, np = req.nranks;
   const size_t n = req.count;
+  // The first level with more than one member reduces straight from Input (RecvReduceCopy), so
+  // no rank copies its buffer before communicating; the levels below it have nothing to do.
+  int first = 0;
+  while (first <= top && lv.size[first] == 1) ++first;
   // A tree at the top level runs its two trees on two channels; every phase then splits in halves.
   const int nch = lv.algo[top] == "tree" ? 2 : 1;
   for (int t = 0; t < nch; ++t) {
     const Region whole = pattern::block(plan::out(0, n), nch, t);
-    if (!req.inPlace)
-      for (int r = 0; r < np; ++r)
-        pattern::local(p, r, t, LocalKind::Copy, plan::in(whole.offset, whole.count), whole);
-    // The shard of `rank` after reduce-scatters at levels 0..l-1.
+    const Region input = req.inPlace ? whole : plan::in(whole.offset, whole.count);
+    if (first > top) {  // a single rank
+      for (int r = 0; r < np; ++r) pattern::local(p, r, t, LocalKind::Copy, input, whole);
+      continue;
+    }
+    // The shard of `rank` after reduce-scatters at levels 0..l-1 (levels below `first` keep it
+    // whole), and where its contribution is read at level l.
     auto shard = [&](int rank, int l) {
       Region s = whole;
       for (int k = 0; k < l; ++k) s = pattern::block(s, lv.size[k], lv.coord(rank, k));
       return s;
     };
-    for (int l = 0; l < top; ++l)
-      forGroups(lv, np, l, [&](const std::vector<int>& m, int r) {
-        pattern::appendReduceScatter(lv.algo[l], p, t, m, shard(r, l));
+    auto source = [&](int rank, int l) { return l == first ? input : shard(rank, l); };
+    for (int l = first; l < top; ++l)
+      forGroups(p, lv, np, l, [&](const std::vector<int>& m, int r) {
+        pattern::appendReduceScatter(lv.algo[l], p, t, m, shard(r, l), source(r, l));
       });
-    forGroups(lv, np, top, [&](const std::vector<int>& m, int r) {
+    forGroups(p, lv, np, top, [&](const std::vector<int>& m, int r) {
       const Region s = shard(r, top);
-      pattern::appendAllReduce(lv.algo[top], p, t, m, s, t, s.offset);
+      pattern::appendAllReduce(lv.algo[top], p, t, m, s, t, s.offset, source(r, top));
     });
-    for (int l = top - 1; l >= 0; --l)
-      forGroups(lv, np, l, [&](const std::vector<int>& m, int r) {
+    for (int l = top - 1; l >= first; --l)
+      forGroups(p, lv, np, l, [&](const std::vector<int>& m, int r) {
         pattern::appendAllGather(lv.algo[l], p, t, m, shard(r, l));
       });
   }
@@ -135,6 +155,7 @@ Plan hierKeyed(const plan::Request& req, bool gather) {
   if (c == 0) return p;
   auto keyed = [&](int q) { return plan::scratch(lv.key(q) * c, c); };
   for (int r = 0; r < np; ++r) {
+    if (!p.builds(r)) continue;
     if (gather)
       pattern::local(p, r, 0, LocalKind::Copy, plan::in(0, c), keyed(r));
     else
@@ -143,15 +164,16 @@ Plan hierKeyed(const plan::Request& req, bool gather) {
   }
   for (int i = 0; i < nl; ++i) {
     const int l = gather ? nl - 1 - i : i;
-    forGroups(lv, np, l, [&](const std::vector<int>& m, int r) {
+    forGroups(p, lv, np, l, [&](const std::vector<int>& m, int r) {
       const Region range = keyRange(lv, r, l, c);
       if (gather)
         pattern::appendAllGather(lv.algo[l], p, 0, m, range);
       else
-        pattern::appendReduceScatter(lv.algo[l], p, 0, m, range);
+        pattern::appendReduceScatter(lv.algo[l], p, 0, m, range, range);
     });
   }
   for (int r = 0; r < np; ++r) {
+    if (!p.builds(r)) continue;
     if (gather)
       for (int q = 0; q < np; ++q)
         pattern::local(p, r, 0, LocalKind::Copy, keyed(q), plan::out(q * c, c));
@@ -179,6 +201,7 @@ Plan hierAllToAll(const plan::Request& req) {
   };
   auto rank = [Y](int y, int x) { return y + Y * x; };
   for (int R = 0; R < np; ++R) {
+    if (!p.builds(R)) continue;
     const int y = R % Y, x = R / Y;
     // Scratch: A[d0][D] = my data for (d0, D) | B[s0][D] = from (s0, x) for (y, D) |
     // C[D][s0] = B transposed, so stage 2 sends one contiguous range per group.
@@ -240,12 +263,60 @@ Plan hierAllToAll(const plan::Request& req) {
   return p;
 }
 
+namespace {
+
+// A level's digit is a symmetry when every phase on it is: ring phases under rotating the
+// level's coordinate, halving/doubling (powers of two) under each of its bits. Bruck's
+// dissemination (rhd all-gather of other sizes), the fold and the trees are not symmetric.
+void addLevel(plan::Symmetry* s, const Levels& lv, int l, bool reduceScatter, bool allGather,
+              bool allReduce) {
+  const std::string& a = lv.algo[l];
+  const bool pow2 = pattern::isPow2(lv.size[l]);
+  if (a == "rhd") {
+    if (pow2) pattern::addBits(s, lv.stride[l], lv.size[l]);
+    else if (!allGather && !allReduce && reduceScatter)
+      pattern::addRotation(s, lv.stride[l], lv.size[l]);  // halving falls back to ring
+    return;
+  }
+  if (a == "tree" && allReduce) return;
+  pattern::addRotation(s, lv.stride[l], lv.size[l]);
+}
+
+plan::Symmetry allReduceSymmetry(const plan::Request& req) {
+  const Levels lv = levelsOf(req);
+  plan::Symmetry s;
+  const int top = lv.levels() - 1;
+  for (int l = 0; l < lv.levels(); ++l) addLevel(&s, lv, l, l < top, l < top, l == top);
+  return s;
+}
+
+plan::Symmetry keyedSymmetry(const plan::Request& req, bool gather) {
+  const Levels lv = levelsOf(req);
+  plan::Symmetry s;
+  for (int l = 0; l < lv.levels(); ++l) addLevel(&s, lv, l, !gather, gather, false);
+  return s;
+}
+
+// Equal blocks only: rotated exchanges inside the group (digit 0) and across groups.
+plan::Symmetry allToAllSymmetry(const plan::Request& req) {
+  const Levels lv = levelsOf(req);
+  plan::Symmetry s;
+  const int y = lv.size[0];
+  pattern::addRotation(&s, 1, y);
+  pattern::addRotation(&s, y, req.nranks / y);
+  return s;
+}
+
+}  // namespace
+
 std::vector<Entry> hierEntries() {
   return {
-      {"hier", Collective::AllReduce, hierAllReduce},
-      {"hier", Collective::AllGather, hierAllGather},
-      {"hier", Collective::ReduceScatter, hierReduceScatter},
-      {"hier", Collective::AllToAll, hierAllToAll},
+      {"hier", Collective::AllReduce, hierAllReduce, allReduceSymmetry},
+      {"hier", Collective::AllGather, hierAllGather,
+       [](const plan::Request& r) { return keyedSymmetry(r, true); }},
+      {"hier", Collective::ReduceScatter, hierReduceScatter,
+       [](const plan::Request& r) { return keyedSymmetry(r, false); }},
+      {"hier", Collective::AllToAll, hierAllToAll, allToAllSymmetry},
       {"hier", Collective::AllToAllv, hierAllToAll},
   };
 }

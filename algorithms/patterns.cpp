@@ -12,6 +12,7 @@ void xfer(Step& s, XferKind kind, int peer, const Region& r, int next) {
 }
 
 void push(Plan& p, int rank, int ch, Step&& s) {
+  if (!p.builds(rank)) return;
   auto& chans = p.ranks.at(static_cast<size_t>(rank)).channels;
   if (chans.size() <= static_cast<size_t>(ch)) chans.resize(static_cast<size_t>(ch) + 1);
   auto& steps = chans[static_cast<size_t>(ch)].steps;
@@ -27,10 +28,14 @@ void push(Plan& p, int rank, int ch, Step&& s) {
 }
 
 void local(Plan& p, int rank, int ch, LocalKind kind, const Region& src, const Region& dst) {
-  if (src.count == 0 || src == dst) return;  // an in-place copy onto itself is a no-op
-  Step s;
-  s.locals.push_back({kind, src, dst});
-  push(p, rank, ch, std::move(s));
+  if (src.count == 0 || src == dst || !p.builds(rank)) return;  // a copy onto itself is a no-op
+  // As push() merges a locals-only step, without building one (all-to-all staging adds p ops
+  // per rank).
+  auto& chans = p.ranks[static_cast<size_t>(rank)].channels;
+  if (chans.size() <= static_cast<size_t>(ch)) chans.resize(static_cast<size_t>(ch) + 1);
+  auto& steps = chans[static_cast<size_t>(ch)].steps;
+  if (steps.empty()) steps.emplace_back();
+  steps.back().locals.push_back({kind, src, dst});
 }
 
 Plan shell(const plan::Request& req, const char* algorithm, int channels) {
@@ -42,8 +47,20 @@ Plan shell(const plan::Request& req, const char* algorithm, int channels) {
   p.root = req.root;
   p.inPlace = req.inPlace;
   p.ranks.resize(static_cast<size_t>(req.nranks));
-  for (plan::RankPlan& rp : p.ranks) rp.channels.resize(static_cast<size_t>(channels));
+  if (!req.onlyRanks.empty()) {
+    p.built.assign(static_cast<size_t>(req.nranks), 0);
+    for (int r : req.onlyRanks) p.built.at(static_cast<size_t>(r)) = 1;
+  }
+  for (int r = 0; r < req.nranks; ++r)
+    if (p.builds(r)) p.ranks[static_cast<size_t>(r)].channels.resize(static_cast<size_t>(channels));
   return p;
+}
+
+bool buildsAny(const Plan& p, const std::vector<int>& members) {
+  if (p.built.empty()) return true;
+  for (int r : members)
+    if (p.builds(r)) return true;
+  return false;
 }
 
 void fitScratch(Plan& p) {
@@ -63,6 +80,14 @@ void fitScratch(Plan& p) {
   p.scratchCount = end;
 }
 
+void addRotation(plan::Symmetry* sym, int stride, int size) {
+  if (size > 1) sym->digits.push_back({stride, size});
+}
+
+void addBits(plan::Symmetry* sym, int stride, int size) {
+  for (int b = 1; b < size; b *= 2) sym->digits.push_back({stride * b, 2});
+}
+
 std::vector<int> iota(int n) {
   std::vector<int> v(static_cast<size_t>(n));
   std::iota(v.begin(), v.end(), 0);
@@ -75,11 +100,19 @@ RingReduceLayout inPlaceLayout(const Region& seg, int m) {
           [seg, m](int, int, int j) { return block(seg, m, j); }};
 }
 
+RingReduceLayout sourcedLayout(const Region& seg, const Region& src, int m) {
+  return {[src, m](int, int j) { return block(src, m, j); },
+          [seg, m](int, int, int j) { return block(seg, m, j); }};
+}
+
+// The emitters run member by member (each member's steps in order), skipping members a partial
+// Plan does not build, so building a few ranks of a large Plan costs only their steps.
 void appendRingReduceScatter(Plan& p, int ch, const std::vector<int>& members,
                              const RingReduceLayout& lay) {
   const int m = static_cast<int>(members.size());
-  for (int s = 0; s + 1 < m; ++s) {
-    for (int i = 0; i < m; ++i) {
+  for (int i = 0; i < m; ++i) {
+    if (!builds(p, members, i)) continue;
+    for (int s = 0; s + 1 < m; ++s) {
       const int out = mod(i - s - 1, m), in = mod(i - s - 2, m);
       Step st;
       xfer(st, XferKind::Send, members[mod(i + 1, m)], s == 0 ? lay.own(i, out) : lay.acc(i, s - 1, out));
@@ -103,8 +136,9 @@ void appendRingAllGather(Plan& p, int ch, const std::vector<int>& members,
                          const std::function<Region(int i, int j)>& blk,
                          const std::function<Region(int i)>& ownSrc) {
   const int m = static_cast<int>(members.size());
-  for (int s = 0; s + 1 < m; ++s) {
-    for (int i = 0; i < m; ++i) {
+  for (int i = 0; i < m; ++i) {
+    if (!builds(p, members, i)) continue;
+    for (int s = 0; s + 1 < m; ++s) {
       const Region mine = blk(i, i), src = s == 0 ? ownSrc(i) : blk(i, mod(i - s, m));
       Step st;
       xfer(st, XferKind::Send, members[mod(i + 1, m)], src);
@@ -121,23 +155,38 @@ void appendRingAllGather(Plan& p, int ch, const std::vector<int>& members, const
   appendRingAllGather(p, ch, members, blk, [&](int i) { return block(seg, m, i); });
 }
 
-void appendHalvingReduceScatter(Plan& p, int ch, const std::vector<int>& members, const Region& seg) {
+void appendHalvingReduceScatter(Plan& p, int ch, const std::vector<int>& members, const Region& seg,
+                                const std::function<Region(int i)>& srcOf) {
   const int m = static_cast<int>(members.size());
   for (int i = 0; i < m; ++i) {
+    if (!builds(p, members, i)) continue;
     int lo = 0, hi = m;
+    // Until its first reduction a member's data is still where srcOf says.
+    Region from = srcOf(i);
     for (int mask = m / 2; mask >= 1; mask /= 2) {
       const int mid = (lo + hi) / 2;
       const bool lower = (i & mask) == 0;
       Step st;
       // Send the half the partner keeps, reduce the half this member keeps.
       xfer(st, XferKind::Send, members[i ^ mask],
-           lower ? blocks(seg, m, mid, hi) : blocks(seg, m, lo, mid));
-      xfer(st, XferKind::RecvReduce, members[i ^ mask],
-           lower ? blocks(seg, m, lo, mid) : blocks(seg, m, mid, hi));
+           lower ? blocks(from, m, mid, hi) : blocks(from, m, lo, mid));
+      const Region keep = lower ? blocks(seg, m, lo, mid) : blocks(seg, m, mid, hi);
+      const Region keepSrc = lower ? blocks(from, m, lo, mid) : blocks(from, m, mid, hi);
+      if (keep.count > 0) {
+        if (keep == keepSrc)
+          st.transfers.push_back(recvReduce(members[i ^ mask], keep));
+        else
+          st.transfers.push_back(recvReduceCopy(members[i ^ mask], keep, keepSrc));
+      }
       push(p, members[i], ch, std::move(st));
       (lower ? hi : lo) = mid;
+      from = seg;
     }
   }
+}
+
+void appendHalvingReduceScatter(Plan& p, int ch, const std::vector<int>& members, const Region& seg) {
+  appendHalvingReduceScatter(p, ch, members, seg, [&seg](int) { return seg; });
 }
 
 namespace {
@@ -156,6 +205,7 @@ void appendDoublingAllGather(Plan& p, int ch, const std::vector<int>& members, c
   const int m = static_cast<int>(members.size());
   if (isPow2(m)) {
     for (int i = 0; i < m; ++i) {
+      if (!builds(p, members, i)) continue;
       for (int mask = 1; mask < m; mask *= 2) {
         const int mine = i & ~(mask - 1), theirs = (i ^ mask) & ~(mask - 1);
         Step st;
@@ -168,6 +218,7 @@ void appendDoublingAllGather(Plan& p, int ch, const std::vector<int>& members, c
   }
   // Bruck: before the step with distance d, member i holds blocks i..i+d-1 (mod m).
   for (int i = 0; i < m; ++i) {
+    if (!builds(p, members, i)) continue;
     for (int d = 1; d < m; d *= 2) {
       const int n = std::min(d, m - d);
       Step st;
@@ -178,21 +229,26 @@ void appendDoublingAllGather(Plan& p, int ch, const std::vector<int>& members, c
   }
 }
 
-void appendRabenseifnerAllReduce(Plan& p, int ch, const std::vector<int>& members, const Region& seg) {
+void appendRabenseifnerAllReduce(Plan& p, int ch, const std::vector<int>& members, const Region& seg,
+                                 const Region& src) {
   const int m = static_cast<int>(members.size());
   if (m <= 1 || seg.count == 0) return;
   const int pof = tree::floorPow2(m), extra = m - pof;
   for (int i = 0; i < 2 * extra; ++i) {  // fold: even members hand their data to the odd one
     Step st;
     if (i % 2 == 0)
-      xfer(st, XferKind::Send, members[i + 1], seg);
-    else
+      xfer(st, XferKind::Send, members[i + 1], src);
+    else if (src == seg)
       xfer(st, XferKind::RecvReduce, members[i - 1], seg);
+    else
+      st.transfers.push_back(recvReduceCopy(members[i - 1], seg, src));
     push(p, members[i], ch, std::move(st));
   }
   std::vector<int> active;
   for (int k = 0; k < pof; ++k) active.push_back(members[k < extra ? 2 * k + 1 : k + extra]);
-  appendHalvingReduceScatter(p, ch, active, seg);
+  // Folded members already hold their partial sum in seg; the others still read src.
+  appendHalvingReduceScatter(p, ch, active, seg,
+                             [&](int k) { return k < extra ? seg : src; });
   appendDoublingAllGather(p, ch, active, seg);
   for (int i = 0; i < 2 * extra; ++i) {  // unfold: the odd member returns the result
     Step st;
@@ -204,6 +260,10 @@ void appendRabenseifnerAllReduce(Plan& p, int ch, const std::vector<int>& member
   }
 }
 
+void appendRabenseifnerAllReduce(Plan& p, int ch, const std::vector<int>& members, const Region& seg) {
+  appendRabenseifnerAllReduce(p, ch, members, seg, seg);
+}
+
 int treeChunks(size_t count) {
   constexpr size_t kMinChunk = 1024;
   constexpr size_t kMaxChunks = 8;
@@ -211,41 +271,50 @@ int treeChunks(size_t count) {
 }
 
 void appendTreeAllReduce(Plan& p, int ch, const std::vector<int>& members, const Region& seg, int which,
-                   int chunks, size_t scratchOffset) {
+                   int chunks, size_t scratchOffset, const Region& src) {
   const int m = static_cast<int>(members.size());
   if (m <= 1 || seg.count == 0) return;
   const int c =
       static_cast<int>(std::min<size_t>(static_cast<size_t>(std::max(chunks, 1)), seg.count));
   auto chunk = [&](int k) { return block(seg, c, k); };
+  auto own = [&](int k) { return block(src, c, k); };
   auto scr = [&](int k) {
     const Region r = chunk(k);
     return plan::scratch(scratchOffset + (r.offset - seg.offset), r.count);
   };
   for (int i = 0; i < m; ++i) {
+    if (!builds(p, members, i)) continue;
     const tree::Links l = tree::doubleTree(m, i, which);
     const int parent = l.parent >= 0 ? members[l.parent] : -1;
     std::vector<int> kids;
     for (int x : l.child)
       if (x >= 0) kids.push_back(members[x]);
     const int me = members[i];
-    // Reduce toward the root: receive chunk k from the children while chunk k-1 goes up.
+    // Reduce toward the root: receive chunk k from the children while chunk k-1 goes up. A leaf
+    // sends its contribution straight from src; an interior node folds src into the first
+    // child's data as it arrives (RecvReduceCopy), so nothing is copied up front.
     if (kids.empty()) {
       for (int k = 0; k < c; ++k) {
         Step st;
-        xfer(st, XferKind::Send, parent, chunk(k));
+        xfer(st, XferKind::Send, parent, own(k));
         push(p, me, ch, std::move(st));
       }
     } else {
-      for (int k = 0; k <= c; ++k) {
+      // Both children's data is reduced on arrival (DESIGN.md 2.3: never a separate pass over
+      // memory): the first child's chunk k into chunk k with src (RecvReduceCopy), the second
+      // child's one step later into the same chunk, and the chunk goes up the step after: three
+      // transfers in flight per step, as the single pass with a scratch buffer had.
+      const int lag = kids.size() == 2 ? 1 : 0;
+      for (int k = 0; k <= c + lag; ++k) {
         Step st;
         if (k < c) {
-          xfer(st, XferKind::RecvReduce, kids[0], chunk(k));
-          if (kids.size() == 2) {
-            xfer(st, XferKind::Recv, kids[1], scr(k));
-            st.locals.push_back({LocalKind::Reduce, scr(k), chunk(k)});
-          }
+          if (chunk(k) == own(k))
+            st.transfers.push_back(recvReduce(kids[0], chunk(k)));
+          else
+            st.transfers.push_back(recvReduceCopy(kids[0], chunk(k), own(k)));
         }
-        if (parent >= 0 && k > 0) xfer(st, XferKind::Send, parent, chunk(k - 1));
+        if (lag && k >= 1 && k <= c) xfer(st, XferKind::RecvReduce, kids[1], chunk(k - 1));
+        if (parent >= 0 && k > lag) xfer(st, XferKind::Send, parent, chunk(k - 1 - lag));
         push(p, me, ch, std::move(st));
       }
     }
@@ -269,12 +338,18 @@ void appendTreeAllReduce(Plan& p, int ch, const std::vector<int>& members, const
   }
 }
 
+void appendTreeAllReduce(Plan& p, int ch, const std::vector<int>& members, const Region& seg, int which,
+                   int chunks, size_t scratchOffset) {
+  appendTreeAllReduce(p, ch, members, seg, which, chunks, scratchOffset, seg);
+}
+
 void appendReduceScatter(std::string_view algo, Plan& p, int ch, const std::vector<int>& members,
-                   const Region& seg) {
-  if (algo == "rhd" && isPow2(static_cast<int>(members.size())))
-    appendHalvingReduceScatter(p, ch, members, seg);
+                   const Region& seg, const Region& src) {
+  const int m = static_cast<int>(members.size());
+  if (algo == "rhd" && isPow2(m))
+    appendHalvingReduceScatter(p, ch, members, seg, [&src](int) { return src; });
   else
-    appendRingReduceScatter(p, ch, members, seg);
+    appendRingReduceScatter(p, ch, members, sourcedLayout(seg, src, m));
 }
 
 void appendAllGather(std::string_view algo, Plan& p, int ch, const std::vector<int>& members,
@@ -286,13 +361,14 @@ void appendAllGather(std::string_view algo, Plan& p, int ch, const std::vector<i
 }
 
 void appendAllReduce(std::string_view algo, Plan& p, int ch, const std::vector<int>& members,
-               const Region& seg, int which, size_t scratchOffset) {
+               const Region& seg, int which, size_t scratchOffset, const Region& src) {
   if (algo == "rhd") {
-    appendRabenseifnerAllReduce(p, ch, members, seg);
+    appendRabenseifnerAllReduce(p, ch, members, seg, src);
   } else if (algo == "tree") {
-    appendTreeAllReduce(p, ch, members, seg, which, treeChunks(seg.count), scratchOffset);
+    appendTreeAllReduce(p, ch, members, seg, which, treeChunks(seg.count), scratchOffset, src);
   } else {
-    appendRingReduceScatter(p, ch, members, seg);
+    appendRingReduceScatter(p, ch, members,
+                            sourcedLayout(seg, src, static_cast<int>(members.size())));
     appendRingAllGather(p, ch, members, seg);
   }
 }

@@ -43,6 +43,12 @@ const char* defaultAlgorithm(Collective c) {
              : "ring";
 }
 
+plan::Symmetry symmetryOf(const plan::Request& req, std::string_view name) {
+  const Entry* e = find(name, req.collective);
+  return e != nullptr && e->symmetry != nullptr && req.nranks > 1 ? e->symmetry(req)
+                                                                  : plan::Symmetry{};
+}
+
 std::optional<plan::Plan> build(const plan::Request& req, std::string_view name,
                                 std::string* error) {
   const Entry* e = find(name, req.collective);

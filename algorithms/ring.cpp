@@ -29,7 +29,7 @@ Plan ringPlan(const Request& req, size_t scratch, Program program) {
   plan.scratchCount = scratch;
   if (req.nranks > 1) {
     program(plan);
-  } else if (!req.inPlace) {
+  } else if (!req.inPlace && plan.builds(0)) {
     plan.ranks[0].channels[0].steps.push_back({{}, {pattern::copy(in(0, n), out(0, n))}});
   }
   return plan;
@@ -85,6 +85,7 @@ Plan ringBroadcast(const Request& req) {
   const size_t n = req.count;
   return ringPlan(req, 0, [&](Plan& plan) {
     for (int r = 0; r < p; ++r) {
+      if (!plan.builds(r)) continue;
       std::vector<Step>& steps = plan.ranks[r].channels[0].steps;
       const int d = mod(r - req.root, p), next = pattern::nextRank(r, p),
                 prev = pattern::prevRank(r, p);
@@ -108,6 +109,7 @@ Plan ringReduce(const Request& req) {
   const size_t n = req.count;
   return ringPlan(req, p >= 3 ? n : 0, [&](Plan& plan) {
     for (int r = 0; r < p; ++r) {
+      if (!plan.builds(r)) continue;
       std::vector<Step>& steps = plan.ranks[r].channels[0].steps;
       const int d = mod(r - req.root - 1, p), next = pattern::nextRank(r, p),
                 prev = pattern::prevRank(r, p);
@@ -125,13 +127,21 @@ Plan ringReduce(const Request& req) {
   });
 }
 
+// Every rank runs the same program rotated by its index: symmetric under rotating the whole rank
+// index (the chains of broadcast and reduce start at the root and are not).
+plan::Symmetry rotation(const Request& req) {
+  plan::Symmetry s;
+  pattern::addRotation(&s, 1, req.nranks);
+  return s;
+}
+
 }  // namespace
 
 std::vector<Entry> ringEntries() {
   return {
-      {"ring", Collective::AllReduce, ringAllReduce},
-      {"ring", Collective::AllGather, ringAllGather},
-      {"ring", Collective::ReduceScatter, ringReduceScatter},
+      {"ring", Collective::AllReduce, ringAllReduce, rotation},
+      {"ring", Collective::AllGather, ringAllGather, rotation},
+      {"ring", Collective::ReduceScatter, ringReduceScatter, rotation},
       {"ring", Collective::Broadcast, ringBroadcast},
       {"ring", Collective::Reduce, ringReduce},
   };

@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <random>
 
 #include "nlccl/sim.hpp"
 #include "nlccl/topology.hpp"
@@ -21,7 +22,8 @@ namespace {
 bool parseCollective(std::string name, Collective* out) {
   name.erase(std::remove(name.begin(), name.end(), '_'), name.end());
   for (Collective c : {Collective::AllReduce, Collective::AllGather, Collective::ReduceScatter,
-                       Collective::Broadcast, Collective::Reduce, Collective::AllToAll}) {
+                       Collective::Broadcast, Collective::Reduce, Collective::AllToAll,
+                       Collective::AllToAllv}) {
     if (name == collectiveName(c)) {
       *out = c;
       return true;
@@ -51,6 +53,37 @@ std::vector<std::string> parseNames(const std::string& s) {
   return v;
 }
 
+// An all-to-all-v matrix until the MoE routing generator exists: every rank sends `perRank`
+// elements, split over the destinations by weight w_j: uniform, or zipf(s) (w = 1 / rank^s,
+// ranks shuffled with `seed`, the same hot destinations for every source, as hot experts are).
+bool skewMatrix(const std::string& skew, int p, size_t perRank, unsigned seed,
+                std::vector<size_t>* m) {
+  std::vector<double> w(static_cast<size_t>(p), 1.0);
+  if (skew.rfind("zipf:", 0) == 0) {
+    const double s = std::atof(skew.c_str() + 5);
+    std::vector<int> order(static_cast<size_t>(p));
+    for (int j = 0; j < p; ++j) order[j] = j;
+    std::mt19937 rng(seed);
+    std::shuffle(order.begin(), order.end(), rng);
+    for (int k = 0; k < p; ++k) w[order[k]] = 1.0 / std::pow(k + 1.0, s);
+  } else if (skew != "uniform") {
+    return false;
+  }
+  double sum = 0;
+  for (double x : w) sum += x;
+  m->assign(static_cast<size_t>(p) * p, 0);
+  for (int i = 0; i < p; ++i) {
+    size_t given = 0;
+    for (int j = 0; j < p; ++j) {
+      const size_t v = static_cast<size_t>(static_cast<double>(perRank) * w[j] / sum);
+      (*m)[static_cast<size_t>(i) * p + j] = v;
+      given += v;
+    }
+    (*m)[static_cast<size_t>(i) * p + i] += perRank - given;  // rounding stays home
+  }
+  return true;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -61,10 +94,11 @@ int main(int argc, char** argv) {
   double alphaUs = -1, bwGBps = -1, launchUs = -1;
   int64_t chunkBytes = -1;
   std::vector<std::string> sets;
-  bool dumpTopology = false, listPresets = false, verbose = false;
+  bool dumpTopology = false, listPresets = false, verbose = false, fullRanks = false;
+  double windowBytes = -1;
   int showLinks = 0;
   app.add_option("collective", collName,
-                 "allreduce, allgather, reducescatter, broadcast, reduce, alltoall");
+                 "allreduce, allgather, reducescatter, broadcast, reduce, alltoall, alltoallv");
   app.add_option("-t,--topology", topoSpec,
                  "preset (trn3-us144, trn3-us144-pcie, trn3-us64, trn2-us64, nvl72), flat:<p>, "
                  "cluster:<preset>x<N> or a JSON file")
@@ -92,6 +126,16 @@ int main(int argc, char** argv) {
   app.add_option("--groups", groupsArg, "hier: group sizes innermost first, e.g. 4,18,2");
   app.add_option("--level-algos", levelAlgosArg, "hier: algorithm per level, e.g. ring,rhd");
   app.add_option("--links", showLinks, "print the N most loaded links of the largest size");
+  std::string skew = "uniform";
+  unsigned seed = 1;
+  app.add_option("--skew", skew,
+                 "alltoallv: destination weights, uniform or zipf:S (every rank sends S bytes)")
+      ->capture_default_str();
+  app.add_option("--seed", seed, "alltoallv: shuffle of the zipf ranks")->capture_default_str();
+  app.add_flag("--all-ranks", fullRanks,
+               "simulate every rank (no reduced form on representatives of symmetric classes)");
+  app.add_option("--window-bytes", windowBytes,
+                 "bytes in flight per pair ahead of posted receives (default: the topology's)");
   app.add_flag("-v,--verbose", verbose, "print simulation wall time and events per size");
   app.add_flag("--dump-topology", dumpTopology, "print the resolved topology JSON and exit");
   app.add_flag("--list-presets", listPresets, "list compiled-in presets and exit");
@@ -124,7 +168,8 @@ int main(int argc, char** argv) {
   Collective coll;
   if (!parseCollective(collName, &coll)) {
     std::fprintf(stderr, "nlccl-sim: unknown collective '%s' (allreduce, allgather, "
-                         "reducescatter, broadcast, reduce, alltoall)\n", collName.c_str());
+                         "reducescatter, broadcast, reduce, alltoall, alltoallv)\n",
+                 collName.c_str());
     return 2;
   }
   fabric::Topology topo;
@@ -161,6 +206,8 @@ int main(int argc, char** argv) {
   opts.chunkBytes = chunkBytes;
   opts.maxLoops = maxLoops;
   opts.launchOverheadS = launchUs >= 0 ? launchUs * 1e-6 : -1;
+  opts.reduce = !fullRanks;
+  opts.pairWindowBytes = windowBytes;
   sim::CollectiveRun run;
   run.collective = coll;
   const std::vector<std::string> valid = sim::algorithms(coll);  // the default first
@@ -183,7 +230,9 @@ int main(int argc, char** argv) {
   }
   const size_t es = dataTypeSize(opts.dtype);
   const size_t unit = es * ((coll == Collective::AllGather || coll == Collective::ReduceScatter ||
-                             coll == Collective::AllToAll) ? run.nranks : 1);
+                             coll == Collective::AllToAll || coll == Collective::AllToAllv)
+                                ? run.nranks
+                                : 1);
 
   std::printf("# nlccl-sim: %s, algorithm %s, topology %s (%d chips, %d ranks, %d per chip), "
               "mode %s\n", collectiveName(coll), run.algorithm.c_str(), topo.name().c_str(),
@@ -212,6 +261,11 @@ int main(int argc, char** argv) {
   for (size_t i = 0; i < sizes.size(); ++i) {
     const size_t bytes = sizes[i] / unit * unit;
     run.bytes = bytes;
+    if (coll == Collective::AllToAllv &&
+        !skewMatrix(skew, run.nranks, bytes / es, seed, &run.matrix)) {
+      std::fprintf(stderr, "nlccl-sim: --skew must be uniform or zipf:S\n");
+      return 2;
+    }
     sim::Options o = opts;
     o.trace = !tracePath.empty() && i + 1 == sizes.size();
     sim::Result r;
@@ -223,8 +277,10 @@ int main(int argc, char** argv) {
                 dataTypeName(opts.dtype), reducing(coll) ? redOpName(op) : "none",
                 rooted(coll) ? root : -1, r.timeS * 1e6, r.algbwGBps, r.busbwGBps, "N/A");
     if (verbose)
-      std::printf("#   loops %d, transfers %zu, events %zu, wall %.3f s (%.3g events/s)\n", r.loops,
-                  r.transfers, r.events, r.wallS, r.wallS > 0 ? r.events / r.wallS : 0.0);
+      std::printf("#   loops %d, transfers %zu, events %zu, ranks simulated %d of %d%s, wall %.3f s "
+                  "(%.3g events/s)\n", r.loops, r.transfers, r.events, r.simulatedRanks,
+                  run.nranks, r.countMismatches ? " (blocks uneven by <= 1 element)" : "", r.wallS,
+                  r.wallS > 0 ? r.events / r.wallS : 0.0);
     busSum += r.busbwGBps;
     ++nSizes;
     records.push_back({{"collective", collectiveName(coll)}, {"algorithm", r.algorithm},
@@ -234,8 +290,11 @@ int main(int argc, char** argv) {
                        {"redop", redOpName(op)}, {"root", rooted(coll) ? root : -1},
                        {"time_us", r.timeS * 1e6}, {"algbw_GBps", r.algbwGBps},
                        {"busbw_GBps", r.busbwGBps}, {"loops", r.loops},
-                       {"transfers", r.transfers}, {"events", r.events}, {"wall_s", r.wallS}});
+                       {"transfers", r.transfers}, {"events", r.events},
+                       {"simulated_ranks", r.simulatedRanks},
+                       {"count_mismatches", r.countMismatches}, {"wall_s", r.wallS}});
     if (i + 1 == sizes.size()) last = std::move(r);
+    run.matrix = {};
   }
   std::printf("# Out of bounds values : 0 OK\n");
   std::printf("# Avg bus bandwidth    : %g\n#\n", nSizes ? busSum / nSizes : 0.0);

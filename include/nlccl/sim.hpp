@@ -36,6 +36,14 @@ struct Options {
   /// Cap on simulated transfers (transfers x loops); the loop count is lowered to fit.
   size_t transferBudget = 4'000'000;
   double launchOverheadS = -1;  ///< per collective; < 0 takes the topology's launch_overhead_us
+  /// Bytes a sender may have in flight to one receiver (per channel) ahead of the receives it
+  /// posted: the transport's buffer. Beyond it a message waits for its receive. < 0 takes the
+  /// topology's pair_window_bytes; infinity: eager, unlimited buffering.
+  double pairWindowBytes = -1;
+  /// simulateCollective: simulate a symmetric collective on one representative rank per class
+  /// of equivalent ranks (docs/fabric.md, "Reduced form") when its algorithm and the fabric
+  /// allow; false always simulates every rank.
+  bool reduce = true;
   /// S for algbw/busbw in bytes; 0 derives it from the Plan (plan.count, nranks, dtype).
   size_t totalBytes = 0;
   bool trace = false;           ///< collect a trace event per transfer
@@ -72,6 +80,13 @@ struct Result {
   int loops = 1;          ///< slices the Plan was cut into
   size_t transfers = 0;   ///< simulated transfers (all loops)
   size_t events = 0;      ///< discrete events processed
+  /// Ranks simulated: nranks, or the representatives of the reduced form.
+  int simulatedRanks = 0;
+  /// Reduced form: messages whose images' counts differ from their representative's (blocks
+  /// that do not divide evenly; each class is then timed as its representative), and by how
+  /// many elements at most. 0 means the reduced form is exactly the full one.
+  size_t countMismatches = 0;
+  size_t maxCountDifference = 0;
   double wallS = 0;       ///< host time the simulation took
   std::vector<double> rankFinishS;
   std::vector<double> rankBytesSent;  ///< bytes each rank put on the fabric
@@ -81,7 +96,8 @@ struct Result {
 };
 
 /// nccl-tests' busbw factor: all-reduce 2(p-1)/p; all-gather, reduce-scatter, all-to-all(v)
-/// (p-1)/p; broadcast, reduce, send/recv 1.
+/// (p-1)/p; broadcast, reduce, send/recv 1. (For all-to-all-v, S is the matrix total over p:
+/// one rank's mean buffer, as nccl-tests' alltoallv sizes it.)
 NLCCL_MODEL_API double busbwFactor(Collective c, int nranks);
 
 /// A collective to simulate by algorithm name.

@@ -59,6 +59,11 @@ struct Level {
   /// Switch: latency added by a route through this switch (half on the way up, half down).
   /// Direct/Torus: latency of one hop.
   double latencyS = 0;
+  /// Switch, attach=chip: NeuronLink ports per chip into this level (Trainium3: four), each
+  /// carrying bwBps / ports. With `stripe` (the default) a transfer is spread over all of them by
+  /// the chip's DMA engines; otherwise each transfer uses one port, at most bwBps / ports.
+  int ports = 1;
+  bool stripe = true;
 };
 
 /// A directed link between two nodes (chips are nodes [0, numChips), switches follow).
@@ -68,13 +73,17 @@ struct Link {
   double bwBps = kInfinite;
   double latencyS = 0;
   int level = -1;  ///< index into levels()
+  /// The chip's ports this link stands for (Level::ports): bwBps is their sum.
+  int ports = 1;
 };
 
 /// The path between two chips.
 struct Route {
   std::vector<int> links;       ///< link ids in order
   double latencyS = 0;          ///< sum of link latencies
-  double bottleneckBps = kInfinite;  ///< min link bandwidth (kInfinite for an empty route)
+  /// min link bandwidth, and a port's where a level's ports are not striped (kInfinite for an
+  /// empty route)
+  double bottleneckBps = kInfinite;
   int topLevel = -1;            ///< highest level the route uses (-1: same chip)
 };
 
@@ -119,6 +128,9 @@ class NLCCL_MODEL_API Topology {
   Route route(int chipA, int chipB) const;
   /// Appends the link ids of the route to `links` (no allocation beyond the vector's growth).
   void routeLinks(int chipA, int chipB, std::vector<int>* links) const;
+  /// The most one transfer may move per second along `route` (link ids): a port's bandwidth
+  /// where a level's ports are not striped (Level::stripe), else unlimited (kInfinite).
+  double transferCapBps(const std::vector<int>& route) const;
 
   /// Group sizes (innermost first, product == nranks) for hierarchical algorithms: ranks per chip,
   /// then each level; empty-sized levels are skipped; the outermost group is truncated to fit.
@@ -126,6 +138,9 @@ class NLCCL_MODEL_API Topology {
 
   /// Defaults the simulator takes from the topology file.
   double launchOverheadS() const { return launchOverheadS_; }
+  /// Bytes a sender may have in flight to one receiver ahead of the receives it posted (the
+  /// transport's buffer per pair and channel); infinity when the file does not say (eager).
+  double pairWindowBytes() const { return pairWindowBytes_; }
   size_t chunkBytes() const { return chunkBytes_; }
   /// True for `flat:<p>` (no slicing by default, no engine limits).
   bool isFlat() const { return flat_; }
@@ -141,6 +156,7 @@ class NLCCL_MODEL_API Topology {
   int numNodes_ = 0;
   int ranksPerChip_ = 1;
   double launchOverheadS_ = 0;
+  double pairWindowBytes_ = kInfinite;
   size_t chunkBytes_ = 0;
   bool flat_ = false;
   // Lookup tables (see topology.cpp): per level, first link id of each port family.

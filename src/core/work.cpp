@@ -79,13 +79,13 @@ Status Work::execute() {
   if (s == Status::Success) {
     for (auto& f : finish) f();
     for (size_t i = 0; i < colls.size(); ++i)
-      collComms[i]->recordCollective(colls[i].plan->plan().algorithm, colls[i].vstart, colls[i].vend,
+      collComms[i]->recordCollective(colls[i].plan->plan().algorithm, colls[i].vcall, colls[i].vend,
                                      colls[i].bytesSent);
     for (const engine::P2PJob& j : p2ps) {
       if (j.collectiveAlgorithm == nullptr) continue;
       for (Communicator* c : comms)
         if (c->transport() == j.transport)
-          c->recordCollective(j.collectiveAlgorithm, j.vstart, j.vend, j.bytesSent);
+          c->recordCollective(j.collectiveAlgorithm, j.vcall, j.vend, j.bytesSent);
     }
   }
   if (s != Status::Success) {

@@ -31,7 +31,8 @@ struct CollJob {
 
   // Outputs (virtual times are set only when the transport has a time model; see
   // transports/time_model.hpp).
-  double vstart = 0;         ///< modelled start (this rank's clock plus launch overhead)
+  double vcall = 0;          ///< this rank's clock when the collective was called
+  double vstart = 0;         ///< modelled start (vcall plus the launch overhead)
   double vend = 0;           ///< modelled time at which this rank finished
   uint64_t bytesSent = 0;    ///< bytes this rank sent
 };
@@ -50,7 +51,9 @@ struct P2PJob {
   std::vector<P2POp> ops;
   /// Set when the ops are one collective's (direct all-to-all-v): its communicator records it.
   const char* collectiveAlgorithm = nullptr;
-  // Outputs, as CollJob's: virtual start and end (timed transports), bytes sent.
+  // Outputs, as CollJob's: virtual call, start (a collective's pays the launch overhead) and end
+  // (timed transports), bytes sent.
+  double vcall = 0;
   double vstart = 0;
   double vend = 0;
   uint64_t bytesSent = 0;

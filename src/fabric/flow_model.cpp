@@ -26,6 +26,7 @@ struct FlowModel::Impl {
     double bytes = 0;
     double latency = 0;
     double uncontendedBps = kInf;  // what it would get alone
+    double portCapBps = kInf;      // one port of its route's unstriped ports
     std::vector<Use> uses;
     int flow = -1;     // in `net` once started
     int capRes = -1;
@@ -67,6 +68,8 @@ struct FlowModel::Impl {
       if (hbmRes[dst] < 0) hbmRes[dst] = net.addResource(eng.hbmBps);
       x->uses.push_back({hbmRes[dst], eng.hbmBytesPerReducedByte});
     }
+    x->portCapBps = topo.transferCapBps(route);
+    x->uncontendedBps = x->portCapBps;
     for (const Use& u : x->uses)
       x->uncontendedBps = std::min(x->uncontendedBps, net.capacity(u.res) / u.coef);
     if (opts.rateCapBps > 0) x->uncontendedBps = std::min(x->uncontendedBps, opts.rateCapBps);
@@ -80,7 +83,8 @@ struct FlowModel::Impl {
       capPool.pop_back();
       x.uses.push_back({x.capRes, 1.0});
     }
-    x.flow = net.start(now, x.uses.data(), static_cast<int>(x.uses.size()), x.bytes, id);
+    x.flow = net.start(now, x.uses.data(), static_cast<int>(x.uses.size()), x.bytes, id,
+                       x.portCapBps);
   }
 
   // Processes every event up to and including time `until`, or until `id` has arrived.

@@ -23,7 +23,19 @@ int FlowNetwork::addResource(double capacity) {
   return static_cast<int>(cap_.size()) - 1;
 }
 
-int FlowNetwork::start(double now, const Use* uses, int n, double bytes, int64_t tag) {
+int FlowNetwork::start(double now, const Use* uses, int n, double bytes, int64_t tag,
+                       double capBps) {
+  int capRes = -1;
+  if (capBps < std::numeric_limits<double>::infinity()) {
+    // A private resource of the cap's size makes the cap one more constraint of max-min.
+    std::vector<int>& idle = capPool_[capBps];
+    if (idle.empty()) {
+      capRes = addResource(capBps);
+    } else {
+      capRes = idle.back();
+      idle.pop_back();
+    }
+  }
   int f;
   if (!free_.empty()) {
     f = free_.back();
@@ -34,13 +46,20 @@ int FlowNetwork::start(double now, const Use* uses, int n, double bytes, int64_t
     flowMark_.push_back(0);
     fixed_.push_back(0);
     newRate_.push_back(0);
+    heapPos_.push_back(-1);
+    finish_.push_back(kInf);
   }
   Slot& s = flows_[f];
   s.uses.assign(uses, uses + n);
+  if (capRes >= 0) {
+    s.uses.push_back({capRes, 1.0});
+    ++n;
+  }
+  s.capRes = capRes;
   s.pos.resize(n);
   for (int i = 0; i < n; ++i) {
-    s.pos[i] = static_cast<int>(flowsOn_[uses[i].res].size());
-    flowsOn_[uses[i].res].push_back(f);
+    s.pos[i] = static_cast<int>(flowsOn_[s.uses[i].res].size());
+    flowsOn_[s.uses[i].res].push_back(f);
   }
   s.remaining = bytes;
   s.rate = 0;
@@ -52,6 +71,14 @@ int FlowNetwork::start(double now, const Use* uses, int n, double bytes, int64_t
   ++active_;
   seedFlows_.push_back(f);
   return f;
+}
+
+void FlowNetwork::extend(int f, double bytes, double now) {
+  Slot& s = flows_[f];
+  s.remaining = std::max(0.0, s.remaining - s.rate * (now - s.lastT)) + bytes;
+  s.lastT = now;
+  ++s.version;
+  if (!s.fresh) schedule(f, s.rate > 0 ? now + s.remaining / s.rate : kInf);
 }
 
 void FlowNetwork::remove(int f) {
@@ -83,6 +110,9 @@ void FlowNetwork::remove(int f) {
   s.fresh = false;
   ++s.version;
   --active_;
+  unschedule(f);
+  if (s.capRes >= 0) capPool_[cap_[s.capRes]].push_back(s.capRes);
+  s.capRes = -1;
   free_.push_back(f);
 }
 
@@ -146,6 +176,8 @@ void FlowNetwork::fill(double now) {
       push({lvl, r});
       continue;
     }
+    // Fixing flows only raises the other resources' levels, so their keys (lower bounds) stay
+    // in the heap and are refreshed when they come out stale (above): no push per flow.
     for (int f : flowsOn_[r]) {
       if (flowMark_[f] != epoch_ || fixed_[f]) continue;
       fixed_[f] = 1;
@@ -153,7 +185,6 @@ void FlowNetwork::fill(double now) {
       for (const Use& u : flows_[f].uses) {
         fixedUse_[u.res] += u.coef * lvl;
         count_[u.res] -= u.coef;
-        if (u.res != r && count_[u.res] > kTiny) push({levelOf(u.res), u.res});
       }
     }
     count_[r] = 0;
@@ -168,7 +199,7 @@ void FlowNetwork::fill(double now) {
       s.rate = nr;
       s.fresh = false;
       ++s.version;
-      heap_.push({nr > 0 ? now + s.remaining / nr : kInf, f, s.version});
+      schedule(f, nr > 0 ? now + s.remaining / nr : kInf);
     }
   }
   for (int r : compRes_) peak_[r] = std::max(peak_[r], load_[r] / cap_[r]);
@@ -179,6 +210,12 @@ void FlowNetwork::solve(double now) {
   ++epoch_;
   comp_.clear();
   compRes_.clear();
+  // While the allocation is max-min (no flow has left since the last solve, every new flow so
+  // far placed), a new flow may be placed without re-solving anyone: it takes the tightest
+  // residual x of its resources, which is max-min again if no flow on a resource it saturates
+  // goes faster than x (it is bottlenecked there, the others keep their bottlenecks: it uses no
+  // saturated resource). Otherwise it and the flows after it are solved with their components.
+  bool place = seedRes_.empty();
   for (int f : seedFlows_) {
     Slot& s = flows_[f];
     if (!s.active || !s.fresh || flowMark_[f] == epoch_) continue;
@@ -186,7 +223,7 @@ void FlowNetwork::solve(double now) {
       s.rate = kInf;
       s.fresh = false;
       ++s.version;
-      heap_.push({now, f, s.version});
+      schedule(f, now);
       continue;
     }
     flowMark_[f] = epoch_;
@@ -203,8 +240,35 @@ void FlowNetwork::solve(double now) {
       s.rate = rate;
       s.fresh = false;
       ++s.version;
-      heap_.push({now + s.remaining / rate, f, s.version});
+      schedule(f, now + s.remaining / rate);
       continue;
+    }
+    if (place) {
+      double x = kInf;
+      for (const Use& u : s.uses) x = std::min(x, std::max(0.0, cap_[u.res] - load_[u.res]) / u.coef);
+      bool ok = x > 0 && std::isfinite(x);
+      for (size_t i = 0; ok && i < s.uses.size(); ++i) {
+        const Use& u = s.uses[i];
+        if (std::max(0.0, cap_[u.res] - load_[u.res]) / u.coef > x * (1 + 1e-12)) continue;
+        for (int g : flowsOn_[u.res])
+          if (g != f && flows_[g].rate > x * (1 + 1e-9)) {
+            ok = false;
+            break;
+          }
+      }
+      if (ok) {
+        for (const Use& u : s.uses) {
+          load_[u.res] += u.coef * x;
+          peak_[u.res] = std::max(peak_[u.res], load_[u.res] / cap_[u.res]);
+        }
+        s.rate = x;
+        s.fresh = false;
+        ++s.version;
+        schedule(f, now + s.remaining / x);
+        flowMark_[f] = epoch_ - 1;  // a later flow's component may still take it in
+        continue;
+      }
+      place = false;
     }
     comp_.push_back(f);
     for (const Use& u : s.uses) collect(u.res, false);
@@ -238,27 +302,68 @@ void FlowNetwork::solve(double now) {
   }
 }
 
-double FlowNetwork::nextFinish() {
-  while (!heap_.empty()) {
-    const Pending& p = heap_.top();
-    if (flows_[p.flow].active && flows_[p.flow].version == p.version) return p.t;
-    heap_.pop();
+void FlowNetwork::siftUp(size_t i) {
+  const int f = heap_[i];
+  while (i > 0) {
+    const size_t up = (i - 1) / 2;
+    if (finish_[heap_[up]] <= finish_[f]) break;
+    heap_[i] = heap_[up];
+    heapPos_[heap_[i]] = static_cast<int>(i);
+    i = up;
   }
-  return kInf;
+  heap_[i] = f;
+  heapPos_[f] = static_cast<int>(i);
 }
+
+void FlowNetwork::siftDown(size_t i) {
+  const int f = heap_[i];
+  const size_t n = heap_.size();
+  for (;;) {
+    size_t c = 2 * i + 1;
+    if (c >= n) break;
+    if (c + 1 < n && finish_[heap_[c + 1]] < finish_[heap_[c]]) ++c;
+    if (finish_[heap_[c]] >= finish_[f]) break;
+    heap_[i] = heap_[c];
+    heapPos_[heap_[i]] = static_cast<int>(i);
+    i = c;
+  }
+  heap_[i] = f;
+  heapPos_[f] = static_cast<int>(i);
+}
+
+void FlowNetwork::schedule(int f, double t) {
+  finish_[f] = t;
+  if (heapPos_[f] < 0) {
+    heap_.push_back(f);
+    siftUp(heap_.size() - 1);
+    return;
+  }
+  const size_t i = static_cast<size_t>(heapPos_[f]);
+  siftUp(i);
+  siftDown(static_cast<size_t>(heapPos_[f]));
+}
+
+void FlowNetwork::unschedule(int f) {
+  const int pos = heapPos_[f];
+  if (pos < 0) return;
+  heapPos_[f] = -1;
+  const int last = heap_.back();
+  heap_.pop_back();
+  if (last == f) return;
+  heap_[static_cast<size_t>(pos)] = last;
+  heapPos_[last] = pos;
+  siftUp(static_cast<size_t>(pos));
+  siftDown(static_cast<size_t>(heapPos_[last]));
+}
+
+double FlowNetwork::nextFinish() { return heap_.empty() ? kInf : finish_[heap_.front()]; }
 
 void FlowNetwork::popFinished(double t, std::vector<int64_t>* done) {
   const double limit = t + std::abs(t) * 1e-12;
-  while (!heap_.empty()) {
-    const Pending p = heap_.top();
-    if (!flows_[p.flow].active || flows_[p.flow].version != p.version) {
-      heap_.pop();
-      continue;
-    }
-    if (p.t > limit) break;
-    heap_.pop();
-    done->push_back(flows_[p.flow].tag);
-    remove(p.flow);
+  while (!heap_.empty() && finish_[heap_.front()] <= limit) {
+    const int f = heap_.front();
+    done->push_back(flows_[f].tag);
+    remove(f);
   }
 }
 

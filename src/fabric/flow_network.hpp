@@ -5,6 +5,8 @@
 #include <cstddef>
 #include <algorithm>
 #include <cstdint>
+#include <limits>
+#include <map>
 #include <queue>
 #include <vector>
 
@@ -22,9 +24,14 @@ class FlowNetwork {
   /// Adds a resource of `capacity` bytes/s (finite, > 0). Returns its id.
   int addResource(double capacity);
   double capacity(int res) const { return cap_[res]; }
-  /// Starts a flow of `bytes` at time `now` over `uses` (no rate until the next solve()).
-  /// A flow without uses has infinite rate and finishes at once. Returns the flow id.
-  int start(double now, const Use* uses, int n, double bytes, int64_t tag);
+  /// Starts a flow of `bytes` at time `now` over `uses` (no rate until the next solve()), at most
+  /// `capBps` (a constraint of its own, e.g. one port of a chip's ports). A flow without uses or
+  /// cap has infinite rate and finishes at once. Returns the flow id.
+  int start(double now, const Use* uses, int n, double bytes, int64_t tag,
+            double capBps = std::numeric_limits<double>::infinity());
+  /// Adds `bytes` to active flow `flow` at time `now` (its rate stays: max-min does not depend
+  /// on sizes), moving its finish.
+  void extend(int flow, double bytes, double now);
   /// Re-solves the rates of every flow affected by starts/finishes since the last solve().
   void solve(double now);
   /// Earliest finish time among active flows (infinity if none).
@@ -50,13 +57,8 @@ class FlowNetwork {
     uint32_t version = 0;
     bool active = false;
     bool fresh = false;   // started since the last solve
+    int capRes = -1;      // its private cap resource (capPool_), -1 when uncapped
     int64_t tag = 0;
-  };
-  struct Pending {
-    double t;
-    int flow;
-    uint32_t version;
-    bool operator>(const Pending& o) const { return t > o.t; }
   };
 
   bool tight(int r) const { return load_[r] >= cap_[r] * (1 - 1e-9); }
@@ -68,7 +70,17 @@ class FlowNetwork {
   std::vector<std::vector<int>> flowsOn_;
   std::vector<Slot> flows_;
   std::vector<int> free_;
-  std::priority_queue<Pending, std::vector<Pending>, std::greater<>> heap_;
+  std::map<double, std::vector<int>> capPool_;  // idle private cap resources, by capacity
+  // Finish times of the flows with a rate: an indexed binary min-heap, one entry per flow, moved
+  // in place when a rate changes (no stale entries pile up: a million-flow all-to-all re-rates
+  // thousands of flows per event).
+  std::vector<int> heap_;       // flow ids
+  std::vector<int> heapPos_;    // per flow: its index in heap_, -1 when absent
+  std::vector<double> finish_;  // per flow
+  void schedule(int f, double t);
+  void unschedule(int f);
+  void siftUp(size_t i);
+  void siftDown(size_t i);
   size_t active_ = 0;
   // Solve scratch: seeds since the last solve, the component, marks by epoch.
   std::vector<int> seedFlows_, seedRes_;

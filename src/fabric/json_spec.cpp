@@ -42,6 +42,7 @@ json flatDocument(int p) {
           {"flat", true},
           {"ranks_per_chip", 1},
           {"launch_overhead_us", 0},
+          {"pair_window_bytes", 0},
           {"chunk_bytes", 0},
           {"chip", chip},
           {"levels", json::array({level})}};

@@ -52,6 +52,15 @@ void Topology::routeLinks(int a, int b, std::vector<int>* out) const {
   }
 }
 
+double Topology::transferCapBps(const std::vector<int>& route) const {
+  double cap = kInfinite;
+  for (int id : route) {
+    const Link& l = links_[id];
+    if (l.ports > 1 && !levels_[l.level].stripe) cap = std::min(cap, l.bwBps / l.ports);
+  }
+  return cap;
+}
+
 Route Topology::route(int chipA, int chipB) const {
   Route r;
   routeLinks(chipA, chipB, &r.links);
@@ -61,6 +70,7 @@ Route Topology::route(int chipA, int chipB) const {
     r.bottleneckBps = std::min(r.bottleneckBps, l.bwBps);
     r.topLevel = std::max(r.topLevel, l.level);
   }
+  r.bottleneckBps = std::min(r.bottleneckBps, transferCapBps(r.links));
   return r;
 }
 

@@ -51,6 +51,8 @@ Status TopologyBuilder::build(const json& doc, Topology* t, std::string* error) 
   double launchUs = 0;
   if (!readFigure(doc, "launch_overhead_us", 1.0, &launchUs, error)) return Status::InvalidArgument;
   t->launchOverheadS_ = launchUs * 1e-6;
+  if (!readFigure(doc, "pair_window_bytes", 1.0, &t->pairWindowBytes_, error))
+    return Status::InvalidArgument;
   const json chunk = doc.value("chunk_bytes", json(0));
   if (!chunk.is_number_unsigned() && !chunk.is_number_integer())
     return fail(error, "chunk_bytes must be an integer");
@@ -92,6 +94,11 @@ Status TopologyBuilder::build(const json& doc, Topology* t, std::string* error) 
       if (prod != l.size || l.dims.empty())
         return fail(error, "level " + l.name + ": product of dims must equal size");
     }
+    l.ports = lj.value("ports", 1);
+    l.stripe = lj.value("stripe", true);
+    if (l.ports < 1) return fail(error, "level " + l.name + ": ports must be >= 1");
+    if (l.ports > 1 && !(l.kind == LevelKind::Switch && l.attachChip))
+      return fail(error, "level " + l.name + ": ports apply to a switch level chips attach to");
     double us = 0;
     if (!readFigure(lj, "bw_GBps", 1e9, &l.bwBps, error) ||
         !readFigure(lj, "latency_us", 1.0, &us, error))
@@ -119,7 +126,7 @@ Status TopologyBuilder::build(const json& doc, Topology* t, std::string* error) 
   t->portsPerChip_.assign(nl, 0);
   int node = t->numChips_;
   auto addLink = [&](int from, int to, double bw, double lat, int level) {
-    t->links_.push_back(Link{from, to, bw, lat, level});
+    t->links_.push_back(Link{from, to, bw, lat, level, t->levels_[level].ports});
   };
   for (int L = 0; L < nl; ++L) {
     const Level& l = t->levels_[L];

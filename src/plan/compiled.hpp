@@ -15,6 +15,16 @@
 // - Pipelining. Loop k of step s may start once loop k of the channel's previous step and loop
 //   k-1 of step s have completed (mayStart()); a step instance completes when all its messages
 //   have (sends delivered, receives arrived, forwards delivered), then runs its local ops.
+//
+// Two ways to compile. compile() takes a whole Plan (the engine, the verifier, small simulations)
+// and keeps it: step() and transfer() reach back into it. compileRanks() asks a builder for a few
+// ranks' programs at a time (Request::onlyRanks) and keeps only what the rules above need (kinds,
+// peers, counts, local-op totals), so no whole Plan is ever held; given a Symmetry it compiles the
+// representatives of the classes alone, and the receiver of a message to a rank that is not
+// compiled is the receive, in that rank's representative, of the message's image
+// (Symmetry::relative): the same FIFO rule, applied to the image. Both forms answer the compact
+// queries (xfers()[x].kind/peer/next/count, steps()[s].copyElems/reduceElems, pairs) the
+// simulator reads.
 #pragma once
 
 #include <cstddef>
@@ -24,7 +34,10 @@
 #include <utility>
 #include <vector>
 
+#include <functional>
+
 #include "plan/plan.hpp"
+#include "plan/symmetry.hpp"
 #include "util/status.hpp"
 
 namespace nlccl::plan {
@@ -38,21 +51,43 @@ struct StepInfo {
   int next = -1;      ///< the channel's next step (id), -1 for its last
   int firstXfer = 0;  ///< its transfers are xfers [firstXfer, firstXfer + numXfers)
   int numXfers = 0;
+  /// Elements its local ops copy and reduce (the ops' src counts summed by kind): what their cost
+  /// depends on, kept when the Plan itself is not (compileRanks).
+  size_t copyElems = 0;
+  size_t reduceElems = 0;
 };
 
 /// One transfer of a step, with the messages it takes part in.
 struct XferInfo {
-  int step = 0;     ///< owner step id; the transfer is plan step's transfers[id - firstXfer]
-  int sends = -1;   ///< the message it sends (Send, or a fused kind's forward), else -1
-  int recvs = -1;   ///< the message it receives (every kind but Send), else -1
+  size_t count = 0;  ///< elements of its region
+  int step = 0;      ///< owner step id; the transfer is plan step's transfers[id - firstXfer]
+  int sends = -1;    ///< the message it sends (Send, or a fused kind's forward), else -1
+  int recvs = -1;    ///< the message it receives (every kind but Send), else -1
+  int peer = -1;     ///< Transfer::peer
+  int next = -1;     ///< Transfer::next
+  XferKind kind = XferKind::Send;
+  /// The rank it sends to (peer for Send, next for the fused kinds), -1 when it does not send.
+  int target() const { return kind == XferKind::Send ? peer : forwards(kind) ? next : -1; }
 };
 
 /// A matched message: sent by transfer `from`, received by transfer `to`.
 struct Message {
   int from = 0;          ///< xfer id of the sender
   int to = 0;            ///< xfer id of the receiver
+  int pair = 0;          ///< the (channel, sender, receiver) FIFO it travels in: ids are dense
   bool forward = false;  ///< sent by a fused transfer once its own receive has arrived
   bool reduced = false;  ///< the receiver reduces it on arrival
+};
+
+/// Builds the programs of `ranks` (a partial Plan: Request::onlyRanks) for compileRanks.
+using RankBuilder =
+    std::function<Status(const std::vector<int>& ranks, Plan* out, std::string* error)>;
+
+/// What compileRanks found beyond the rules: messages whose image's receive has another count
+/// (a symmetric Plan whose blocks do not divide evenly differ by an element here and there).
+struct CompileReport {
+  size_t countMismatches = 0;
+  size_t maxCountDifference = 0;  ///< elements
 };
 
 class CompiledPlan {
@@ -62,9 +97,32 @@ class CompiledPlan {
   /// (or the reverse), matched sizes differ, or forwards have no defined order.
   static Status compile(std::shared_ptr<const Plan> plan,
                         std::shared_ptr<const CompiledPlan>* out, std::string* error);
+  /// Compiles the representatives of `sym`'s classes of `nranks` ranks (every rank when `sym` is
+  /// trivial), building at most `batch` ranks' programs at a time with `build` and dropping each
+  /// batch once compiled. A message to a rank that is not compiled is matched in its
+  /// representative (see above). With a non-trivial symmetry, matched counts may differ (the
+  /// sender's count is the message's; *report counts them); with a trivial one they must not.
+  /// InvalidArgument, as compile(), for a malformed program or an unmatched transfer (also when
+  /// the programs are not symmetric under `sym`).
+  static Status compileRanks(int nranks, const Symmetry& sym, const RankBuilder& build,
+                             size_t batch, std::shared_ptr<const CompiledPlan>* out,
+                             std::string* error, CompileReport* report = nullptr);
 
+  /// The whole Plan (compile() only: hasPlan()).
   const Plan& plan() const { return *plan_; }
-  int nranks() const { return plan_->nranks; }
+  bool hasPlan() const { return plan_ != nullptr; }
+  int nranks() const { return nranks_; }
+  Collective collective() const { return collective_; }
+  const std::string& algorithm() const { return algorithm_; }
+  size_t count() const { return count_; }  ///< Plan::count
+  int root() const { return root_; }
+  bool pipelinable() const { return pipelinable_; }
+  /// The symmetry the compiled ranks represent the others under (trivial for compile()).
+  const Symmetry& symmetry() const { return symmetry_; }
+  /// True when only some ranks are compiled (the representatives of a non-trivial symmetry).
+  bool reduced() const { return !symmetry_.trivial(); }
+  /// Number of (channel, sender, receiver) FIFOs messages travel in (Message::pair).
+  int pairs() const { return pairs_; }
   const std::vector<StepInfo>& steps() const { return steps_; }
   const std::vector<XferInfo>& xfers() const { return xfers_; }
   const std::vector<Message>& messages() const { return messages_; }
@@ -79,7 +137,7 @@ class CompiledPlan {
     return {rankFirst_[static_cast<size_t>(rank)], rankFirst_[static_cast<size_t>(rank) + 1]};
   }
   /// Elements of message m (its sender's region; the receiver's has the same count).
-  size_t count(int m) const { return transfer(messages_[static_cast<size_t>(m)].from).region.count; }
+  size_t count(int m) const { return xfers_[messages_[static_cast<size_t>(m)].from].count; }
   int sender(int m) const { return steps_[xfers_[messages_[m].from].step].rank; }
   int receiver(int m) const { return steps_[xfers_[messages_[m].to].step].rank; }
 
@@ -120,7 +178,16 @@ class CompiledPlan {
   size_t messagesSent(int rank) const;
 
  private:
+  friend class Compiler;
   std::shared_ptr<const Plan> plan_;
+  int nranks_ = 0;
+  Collective collective_ = Collective::AllReduce;
+  std::string algorithm_;
+  size_t count_ = 0;
+  int root_ = 0;
+  bool pipelinable_ = false;
+  Symmetry symmetry_;
+  int pairs_ = 0;
   std::vector<StepInfo> steps_;
   std::vector<const Step*> stepPtr_;
   std::vector<XferInfo> xfers_;

@@ -134,6 +134,10 @@ struct Request {
   std::vector<int> groups;
   /// Inner algorithm per level for `hier` ("ring", "rhd", "tree"); empty means ring everywhere.
   std::vector<std::string> levelAlgorithms;
+  /// Build the programs of these ranks only (the others stay empty): the simulator compiles a
+  /// few ranks at a time, or only the representatives of a symmetric Plan (compiled.hpp,
+  /// symmetry.hpp). Empty: every rank. The engine and the verifier always take whole Plans.
+  std::vector<int> onlyRanks;
 };
 
 /// A Plan for every rank of a collective.
@@ -149,6 +153,12 @@ struct Plan {
   /// as loops (DESIGN.md 2.1; compiled.hpp has the rules). Only algorithms whose steps never read data another slice wrote set it.
   bool pipelinable = false;
   std::vector<RankPlan> ranks;  ///< ranks[r] is rank r's program
+  /// Non-empty for a partial Plan (Request::onlyRanks): built[r] says whether rank r's program
+  /// was built. CompiledPlan::compile rejects a partial Plan; compileRanks takes them.
+  std::vector<uint8_t> built;
+  bool builds(int rank) const {
+    return built.empty() || built[static_cast<size_t>(rank)] != 0;
+  }
 };
 
 /// Elements of Input and Output for `rank` under request `req` (sizes the verifier and engine use).

@@ -1,7 +1,9 @@
 // simulateCollective: a collective by algorithm name, through the algorithm registry. A separate
 // library (nlccl_sim_collective) so that nlccl_sim itself depends only on plan and fabric.
 #include "algorithms/algorithms.hpp"
+#include "sim/quotient.hpp"
 #include "sim/simulate.hpp"
+#include "util/log.hpp"
 #include "util/dtype.hpp"
 
 namespace nlccl::sim {
@@ -36,7 +38,7 @@ std::vector<std::string> algorithms(Collective c) {
 Status simulateCollective(const fabric::Topology& topo, const CollectiveRun& run,
                           const Options& opts, Result* out, std::string* error) {
   const size_t es = dataTypeSize(opts.dtype);
-  const plan::Request req = requestFor(topo, run, es);
+  plan::Request req = requestFor(topo, run, es);
   if (req.nranks > topo.numRanks()) {
     if (error)
       *error = std::to_string(req.nranks) + " ranks do not fit topology " + topo.name() + " (" +
@@ -46,14 +48,48 @@ Status simulateCollective(const fabric::Topology& topo, const CollectiveRun& run
   const std::string name = run.algorithm.empty() ? algo::defaultAlgorithm(run.collective)
                                                  : run.algorithm;
   std::string err;
-  std::optional<plan::Plan> plan = algo::build(req, name, &err);
-  if (!plan) {
+  if (algo::find(name, req.collective) == nullptr) {
+    algo::build(req, name, &err);  // for its message, which lists the valid names
     if (error) *error = err;
     return Status::InvalidArgument;
   }
+  // Programs are built a batch of ranks at a time and compiled at once, so no whole Plan is
+  // held; a symmetric collective builds only its representatives.
+  const plan::Symmetry sym = opts.reduce ? fabricSymmetry(topo, algo::symmetryOf(req, name),
+                                                          req.nranks)
+                                         : plan::Symmetry{};
   Options o = opts;
   if (o.totalBytes == 0) o.totalBytes = totalBytes(req, es);
-  return simulate(topo, *plan, o, out, error);
+  const int nranks = req.nranks;
+  // The builder's request, moved (an all-to-all-v matrix is p^2 entries), reused batch by batch.
+  plan::Request part = std::move(req);
+  auto builder = [&](const std::vector<int>& ranks, plan::Plan* plan, std::string* e) {
+    part.onlyRanks = ranks;
+    std::optional<plan::Plan> built = algo::build(part, name, e);
+    if (!built) return Status::InvalidArgument;
+    *plan = std::move(*built);
+    return Status::Success;
+  };
+  constexpr size_t kBatch = 32;
+  std::shared_ptr<const plan::CompiledPlan> cp;
+  plan::CompileReport report;
+  Status s = plan::CompiledPlan::compileRanks(nranks, sym, builder, kBatch, &cp, &err, &report);
+  if (s != Status::Success && !sym.trivial()) {
+    // Not symmetric after all (blocks so small that some are empty on some ranks only): every
+    // rank, then (the Plan is small at such sizes).
+    INFO(log::kSim, "no reduced form for %s %s (%s): simulating every rank", name.c_str(),
+         collectiveName(part.collective), err.c_str());
+    report = {};
+    s = plan::CompiledPlan::compileRanks(nranks, {}, builder, kBatch, &cp, &err, &report);
+  }
+  if (s != Status::Success) {
+    if (error) *error = err;
+    return s;
+  }
+  NLCHECK(simulate(topo, *cp, o, out, error));
+  out->countMismatches = report.countMismatches;
+  out->maxCountDifference = report.maxCountDifference;
+  return Status::Success;
 }
 
 }  // namespace nlccl::sim

@@ -44,7 +44,9 @@ size_t totalBytes(const plan::Request& req, size_t elemSize) {
     case Collective::SendRecv: {
       size_t n = 0;
       for (size_t v : req.matrix) n += v;
-      return n * elemSize;
+      // nccl-tests' alltoallv: S is one rank's buffer (count x nranks), as for all-to-all; with
+      // a matrix, the ranks' mean (the whole matrix over p, not the whole matrix).
+      return req.collective == Collective::AllToAllv ? n * elemSize / p : n * elemSize;
     }
     default: return req.count * elemSize;
   }

@@ -18,7 +18,8 @@ Status simulate(const fabric::Topology& topo, const plan::Plan& plan, const Opti
                 Result* out, std::string* error);
 
 /// nccl-tests' S for a Request's count: the total size in bytes (all-gather / reduce-scatter /
-/// all-to-all: count x nranks elements; all-to-all-v: the matrix total).
+/// all-to-all: count x nranks elements; all-to-all-v: a rank's buffer as nccl-tests' alltoallv
+/// has it, the matrix total over nranks).
 size_t totalBytes(const plan::Request& req, size_t elemSize);
 
 /// The Request a CollectiveRun builds (count from bytes: S / elemSize, divided by nranks for

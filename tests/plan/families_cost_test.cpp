@@ -10,10 +10,12 @@
 //   which
 //     sends (receives) ceil(lg p) n; every other rank sends n (reduce) or n per child (broadcast).
 //   tree all-reduce (double binary tree, C chunks per tree, tree t carries half h_t on channel t):
-//     per channel a leaf or the root takes 2C steps, an interior node 2C + 2; a rank sends
-//     h_t ([has parent] + children) per tree, at most 2n in all. Both trees have depth
-//     D = ceil(lg p); with unit-time steps the critical path is 2(C + D - 1), i.e.
-//     time = 2(C + D - 1)(alpha + n/(2C) beta): pipelining hides the depth for large C.
+//     per channel a leaf takes 2C steps, the root 2C, an interior node 2C + 2, and a node with
+//     two children one more (its second child's data is reduced on arrival one step after the
+//     first's: no separate pass over memory); a rank sends h_t ([has parent] + children) per
+//     tree, at most 2n in all. Both trees have depth D = ceil(lg p); with unit-time steps the
+//     critical path is 2(C - 1) + H + D, H the root's height counting two steps for a level
+//     with two children: pipelining hides the depth for large C.
 //   bruck all-to-all: ceil(lg p) steps; p = 2^k sends (n/2) lg p (n = p * count); otherwise
 //     count * sum_k |{j < p : bit k of j set}|.
 //   hier all-reduce, X groups of Y (ring levels): 2(Y-1) + 2(X-1) steps and
@@ -25,6 +27,7 @@
 //     (m = p * count sent per rank).
 #include <gtest/gtest.h>
 
+#include <functional>
 #include <map>
 #include <tuple>
 
@@ -62,32 +65,47 @@ size_t elementsReceived(const plan::Plan& p, int rank) {
 }
 
 /// Critical path of a Plan in unit-time steps under rendezvous: a transfer completes one unit after
-/// both its step and its partner's step have started; a step ends when its last transfer does.
-/// Handles plain send/recv/recvReduce, which is all these algorithms use.
+/// both its step and its partner's step have started; a fused transfer's forward starts once its
+/// receive has completed and completes one unit after that and its receiver's step start; a step
+/// ends when its last transfer does.
 size_t criticalPath(const plan::Plan& p) {
   using Key = std::tuple<int, int, int>;
-  std::map<Key, std::vector<std::pair<int, int>>> sends,
-      recvs;  // (channel, src, dst) -> (step, rank)
+  // (channel, src, dst) -> (step, rank, transfer index, is a forward), in program order.
+  struct End {
+    int step, rank, xfer;
+    bool forward;
+  };
+  std::map<Key, std::vector<End>> sends, recvs;
   for (int r = 0; r < p.nranks; ++r)
     for (size_t c = 0; c < p.ranks[r].channels.size(); ++c) {
       const auto& steps = p.ranks[r].channels[c].steps;
-      for (size_t s = 0; s < steps.size(); ++s)
-        for (const auto& t : steps[s].transfers) {
-          if (t.kind == plan::XferKind::Send)
-            sends[{int(c), r, t.peer}].push_back({int(s), r});
+      for (size_t s = 0; s < steps.size(); ++s) {
+        const auto& ts = steps[s].transfers;
+        for (size_t x = 0; x < ts.size(); ++x) {
+          if (ts[x].kind == plan::XferKind::Send)
+            sends[{int(c), r, ts[x].peer}].push_back({int(s), r, int(x), false});
           else
-            recvs[{int(c), t.peer, r}].push_back({int(s), r});
+            recvs[{int(c), ts[x].peer, r}].push_back({int(s), r, int(x), false});
         }
+        for (size_t x = 0; x < ts.size(); ++x)
+          if (plan::forwards(ts[x].kind))
+            sends[{int(c), r, ts[x].next}].push_back({int(s), r, int(x), true});
+      }
     }
-  std::map<Key, std::vector<std::pair<int, int>>>
-      partners;  // (rank, channel, step) -> (peer, step)
+  // Per transfer (rank, channel, step, index): its partner's step and whether it is the forward.
+  struct Link {
+    int xfer, peer, peerStep;
+    bool forward;
+  };
+  std::map<Key, std::vector<Link>> partners;  // (rank, channel, step)
   for (auto& [k, sv] : sends) {
     auto& rv = recvs[k];
     EXPECT_EQ(sv.size(), rv.size());
+    const int c = std::get<0>(k);
     for (size_t i = 0; i < std::min(sv.size(), rv.size()); ++i) {
-      const int c = std::get<0>(k);
-      partners[{sv[i].second, c, sv[i].first}].push_back({rv[i].second, rv[i].first});
-      partners[{rv[i].second, c, rv[i].first}].push_back({sv[i].second, sv[i].first});
+      partners[{sv[i].rank, c, sv[i].step}].push_back(
+          {sv[i].xfer, rv[i].rank, rv[i].step, sv[i].forward});
+      partners[{rv[i].rank, c, rv[i].step}].push_back({rv[i].xfer, sv[i].rank, sv[i].step, false});
     }
   }
   std::map<Key, size_t> start;
@@ -102,8 +120,16 @@ size_t criticalPath(const plan::Plan& p) {
           const Key k{r, int(c), int(s)};
           if (start[k] != t) start[k] = t, changed = true;
           size_t f = t;
-          for (auto [peer, ps] : partners[k])
-            f = std::max(f, std::max(t, start[{peer, int(c), ps}]) + 1);
+          std::map<int, size_t> received;  // transfer index -> its receive's completion
+          for (const Link& l : partners[k])
+            if (!l.forward) {
+              const size_t done = std::max(t, start[{l.peer, int(c), l.peerStep}]) + 1;
+              received[l.xfer] = done;
+              f = std::max(f, done);
+            }
+          for (const Link& l : partners[k])
+            if (l.forward)
+              f = std::max(f, std::max(received[l.xfer], start[{l.peer, int(c), l.peerStep}]) + 1);
           t = f;
         }
         best = std::max(best, t);
@@ -202,15 +228,32 @@ TEST(FamilyCost, DoubleBinaryTree) {
         for (int t = 0; t < 2; ++t) {
           const auto l = algo::tree::doubleTree(p, r, t);
           const bool interior = l.parent >= 0 && l.children() > 0;
-          steps = std::max<size_t>(steps, 2 * chunks + (interior ? 2 : 0));
+          // A second child is reduced one step after the first: one step more.
+          steps = std::max<size_t>(steps, 2 * chunks + (interior ? 2 : 0) + (l.children() == 2));
           sent += n / 2 * ((l.parent >= 0) + l.children());
         }
         EXPECT_EQ(plan::sequentialSteps(plan, r), steps) << p << " rank " << r;
         EXPECT_EQ(plan::elementsSent(plan, r), sent) << p << " rank " << r;
         EXPECT_LE(sent, 2 * n);
       }
-      EXPECT_EQ(criticalPath(plan), static_cast<size_t>(2 * (chunks + ceilLog2(p) - 1)))
-          << p << " chunks " << chunks;
+      // A chunk climbs a level in one step, two where the node has a second child (reduced one
+      // step after the first), then descends a level per step: the critical path is
+      // 2(C - 1) + (weighted height of the root) + depth, the larger of the two trees.
+      size_t want = 0;
+      for (int t = 0; t < 2; ++t) {
+        auto links = [&](int r) { return algo::tree::doubleTree(p, r, t); };
+        std::function<size_t(int)> height = [&](int r) -> size_t {
+          const auto l = links(r);
+          size_t h = 0;
+          for (int c : l.child)
+            if (c >= 0) h = std::max(h, height(c) + 1 + (l.children() == 2 ? 1 : 0));
+          return h;
+        };
+        int root = 0;
+        while (links(root).parent >= 0) root = links(root).parent;
+        want = std::max(want, 2 * (chunks - 1) + height(root) + ceilLog2(p));
+      }
+      EXPECT_EQ(criticalPath(plan), want) << p << " chunks " << chunks;
     }
   }
 }

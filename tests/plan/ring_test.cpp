@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "algorithms/algorithms.hpp"
+#include "algorithms/builders.hpp"
 #include "algorithms/patterns.hpp"
 #include "plan/verifier.hpp"
 
@@ -94,10 +95,10 @@ TEST(RingCost, ReductionsAreFusedAndNeverCopyLocally) {
     }
 }
 
-TEST(DirectCost, AllToAllIsPMinusOneStepsAndPMinusOneOverPElements) {
+TEST(DirectCost, PairwiseAllToAllIsPMinusOneStepsAndPMinusOneOverPElements) {
   for (int p = 1; p <= 12; ++p) {
     const size_t c = 4;
-    Plan plan = mustBuild(Collective::AllToAll, p, c, "direct");
+    Plan plan = mustBuild(Collective::AllToAll, p, c, "pairwise");
     for (int r = 0; r < p; ++r) {
       EXPECT_EQ(sequentialSteps(plan, r), static_cast<size_t>(p - 1));
       EXPECT_EQ(elementsSent(plan, r), (p - 1) * c);
@@ -112,6 +113,41 @@ TEST(DirectCost, AllToAllIsPMinusOneStepsAndPMinusOneOverPElements) {
       }
     }
   }
+}
+
+// The concurrent direct all-to-all talks to every peer at once: with the window at least p-1, one
+// transfer step per channel (alpha once), each channel one peer at distance c+1; a smaller window
+// puts the peers at distances c+1, c+1+W, ... on channel c, W in flight. In place it stages and
+// moves the window in steps of W peers on one channel.
+TEST(DirectCost, ConcurrentAllToAllPostsEveryPeerAtOnceWithinItsWindow) {
+  for (int p = 2; p <= 12; ++p)
+    for (int window : {1, 3, 64})
+      for (bool inPlace : {false, true}) {
+        Request req;
+        req.collective = Collective::AllToAll;
+        req.nranks = p;
+        req.count = 4;
+        req.inPlace = inPlace;
+        const Plan plan = algo::concurrentAllToAll(req, window);
+        std::string why;
+        ASSERT_TRUE(verify(plan, req, &why)) << why;
+        const int w = std::min(window, p - 1);
+        const size_t steps = static_cast<size_t>((p - 1 + w - 1) / w);
+        for (int r = 0; r < p; ++r) {
+          EXPECT_EQ(sequentialSteps(plan, r), steps) << p << " " << window;
+          EXPECT_EQ(elementsSent(plan, r), (p - 1) * req.count);
+          if (inPlace) continue;
+          for (int c = 0; c < w; ++c) {
+            int s = c + 1;
+            for (const Step& st : plan.ranks[r].channels[c].steps) {
+              ASSERT_EQ(st.transfers.size(), 2u);
+              EXPECT_EQ(st.transfers[0].peer, (r + s) % p);
+              EXPECT_EQ(st.transfers[1].peer, (r - s + p) % p);
+              s += w;
+            }
+          }
+        }
+      }
 }
 
 // The one chunker every family uses (patterns.hpp).

@@ -33,3 +33,26 @@ execute_process(COMMAND ${SIM} allreduce --algo bruck -b 1K -e 1K RESULT_VARIABL
 if(rc2 EQUAL 0 OR NOT err2 MATCHES "valid: ")
   message(FATAL_ERROR "bad algorithm not rejected: ${rc2} ${err2}")
 endif()
+# All-to-all-v with a uniform matrix reports what all-to-all does (busbw as nccl-tests' alltoallv);
+# the symmetric all-to-all runs on one representative rank, the matrix on every rank.
+foreach(coll alltoall alltoallv)
+  execute_process(COMMAND ${SIM} ${coll} --topology flat:8 --alpha-us 5 --bw-GBps 100 -b 1M -e 1M
+                          --json ${OUT}.${coll}
+                  RESULT_VARIABLE rc3 OUTPUT_QUIET ERROR_VARIABLE err3)
+  if(NOT rc3 EQUAL 0)
+    message(FATAL_ERROR "nlccl-sim ${coll} failed (${rc3}): ${err3}")
+  endif()
+  file(READ ${OUT}.${coll} j)
+  string(JSON t GET "${j}" 0 time_us)
+  string(JSON bus GET "${j}" 0 busbw_GBps)
+  # (the two are equal to rounding: compare eight characters)
+  string(SUBSTRING "${t}" 0 8 ${coll}_t)
+  string(SUBSTRING "${bus}" 0 8 ${coll}_bus)
+  string(JSON ${coll}_ranks GET "${j}" 0 simulated_ranks)
+endforeach()
+if(NOT alltoall_t STREQUAL alltoallv_t OR NOT alltoall_bus STREQUAL alltoallv_bus)
+  message(FATAL_ERROR "alltoallv ${alltoallv_t} us ${alltoallv_bus} GB/s, alltoall ${alltoall_t} us ${alltoall_bus} GB/s")
+endif()
+if(NOT alltoall_ranks EQUAL 1 OR NOT alltoallv_ranks EQUAL 8)
+  message(FATAL_ERROR "simulated ranks: alltoall ${alltoall_ranks} (want 1), alltoallv ${alltoallv_ranks} (want 8)")
+endif()
