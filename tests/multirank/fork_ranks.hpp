@@ -49,10 +49,11 @@ inline int shareUniqueId(SharedId* sh, int rank, nlcclUniqueId* out) {
 /// starts no thread before it forks (rank 0's process makes the unique id), so the children are
 /// safe under AddressSanitizer too. `memfds` receives the nlccl shared memory the ranks mapped
 /// (recorded after init and after `body`; a body may call recordMemfds() itself): once all have
-/// exited, memfdHolders(*memfds) must be empty.
+/// exited, memfdHolders(*memfds) must be empty. `childPids` receives the ranks' process ids.
 inline std::vector<int> forkRanks(int n, const std::function<bool(int rank, nlcclComm_t comm)>& body,
                                   int limitSec = 60, nlcclConfig_t* config = nullptr,
-                                  std::set<std::string>* memfds = nullptr) {
+                                  std::set<std::string>* memfds = nullptr,
+                                  std::vector<pid_t>* childPids = nullptr) {
   std::vector<int> status(n, -1);
   void* mem = mmap(nullptr, sizeof(SharedId), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS,
                    -1, 0);
@@ -81,6 +82,7 @@ inline std::vector<int> forkRanks(int n, const std::function<bool(int rank, nlcc
     }
     pids[r] = pid;
   }
+  if (childPids) *childPids = pids;
   auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(limitSec);
   int left = n;
   while (left > 0) {
