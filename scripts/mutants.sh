@@ -53,13 +53,13 @@ mutant kernel-e5m2-ties-round-down "kernel rounding (src/kernels)" src/kernels/r
   multirank_collectives_test '^Loopback/CollectivesTest\.'
 
 mutant plan-ring-allgather-drops-last-step "Plan builder (algorithms)" algorithms/patterns.cpp \
-  $'  for (int s = 0; s + 1 < m; ++s) {\n    for (int i = 0; i < m; ++i) {\n      const Region mine' \
-  $'  for (int s = 0; s + 2 < m; ++s) {\n    for (int i = 0; i < m; ++i) {\n      const Region mine' \
+  $'    for (int s = 0; s + 1 < m; ++s) {\n      const Region mine = blk(i, i)' \
+  $'    for (int s = 0; s + 2 < m; ++s) {\n      const Region mine = blk(i, i)' \
   plan_test '^(Verifier|RingCost|DirectCost|Patterns|Registry)[./]'
 
 mutant engine-fifo-matching-reversed "engine matching (src/plan/compiled.cpp)" src/plan/compiled.cpp \
-  'const End& r = recvs[j + m];' \
-  'const End& r = recvs[j1 - 1 - m];' \
+  'const End& r = recvs_[j + m];' \
+  'const End& r = recvs_[j1 - 1 - m];' \
   multirank_collectives_test '^Loopback/CollectivesTest\.AllTypesAndOps/(allreduce|allgather|reducescatter)_'
 
 mutant shm-recv-completes-at-first-fragment "transport completion (transports/shm)" transports/shm/shm.cpp \
@@ -68,8 +68,8 @@ mutant shm-recv-completes-at-first-fragment "transport completion (transports/sh
   multirank_shm_transport_test '^ShmTransport\.(Exchange2RanksDefaultSlots|ReduceOnArrival2Ranks)$'
 
 mutant sim-latency-halved "simulator cost (src/sim)" src/sim/executor.cpp \
-  'queue_.push({t + xfers_[x].latency, 1, x, k});' \
-  'queue_.push({t + 0.5 * xfers_[x].latency, 1, x, k});' \
+  'queue_.push({t + xfers_[x].latency, 1, k, x});' \
+  'queue_.push({t + 0.5 * xfers_[x].latency, 1, k, x});' \
   "sim_flow_test sim_formula_test" '^(SimFlow|Flat/Formula|SimUs144)\.'
 
 mutant memfree-keeps-its-descriptor "shared memory (src/util)" src/util/shared_memory.cpp \
