@@ -6,6 +6,7 @@
 #include <cstddef>
 #include <cstring>
 #include <new>
+#include <utility>
 
 #include "nlccl.h"
 #include "core/comm.hpp"
@@ -47,6 +48,24 @@ nlcclResult_t guard(core::Communicator* comm, F&& body) {
   }
   if (s != Status::Success && s != Status::InProgress) recordError(comm);
   return toResult(s);
+}
+
+/// guard() for calls that may block on peers (collectives, send/recv, split): the communicator
+/// stays alive until the call has returned, its error recorded included, so nlcclCommAbort from
+/// another thread (which waits for pending work) cannot free it under the call it unblocks.
+template <typename F>
+nlcclResult_t guardBlocking(core::Communicator* comm, F&& body) {
+  struct Hold {
+    core::Communicator* c = nullptr;
+    ~Hold() {
+      if (c) c->removePending();
+    }
+  } hold;
+  if (comm != nullptr && comm->valid()) {
+    comm->addPending();
+    hold.c = comm;
+  }
+  return guard(comm, std::forward<F>(body));
 }
 
 /// An enum argument's value read from its bytes. Callers may pass any int, and loading a C enum

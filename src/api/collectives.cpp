@@ -25,7 +25,7 @@ enum class Where { All, RootOnly };
 nlcclResult_t run(nlcclComm_t comm, core::CollArgs a, nlcclStream_t stream, const char* func,
                   size_t factor, bool needsOp, bool needsRoot, Where send, Where recv) {
   core::Communicator* c = comm ? api::toComm(comm) : nullptr;
-  return guard(c, [&] {
+  return api::guardBlocking(c, [&] {
     const int dt = static_cast<int>(a.dtype);
     API_CHECK(checkCommon(comm, a.count, factor, dt, func));
     API_CHECK(api::checkActive(comm, func));
@@ -129,7 +129,7 @@ NLCCL_API nlcclResult_t nlcclAlltoAllv(const void* sendbuff, const size_t sendco
                                        nlcclStream_t stream) {
   core::Communicator* c = comm ? api::toComm(comm) : nullptr;
   const char* func = "nlcclAlltoAllv";
-  return guard(c, [&] {
+  return api::guardBlocking(c, [&] {
     API_CHECK(checkCommon(comm, 0, 1, api::rawEnum(datatype), func));
     API_CHECK(api::checkActive(comm, func));
     const std::pair<const size_t*, const char*> arrays[] = {

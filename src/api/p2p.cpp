@@ -10,7 +10,7 @@ namespace {
 nlcclResult_t p2p(bool isSend, void* buf, size_t count, int dt, int peer,
                   nlcclComm_t comm, nlcclStream_t stream, const char* func) {
   core::Communicator* c = comm ? api::toComm(comm) : nullptr;
-  return guard(c, [&] {
+  return api::guardBlocking(c, [&] {
     API_CHECK(api::checkComm(comm, func));
     API_CHECK(api::checkActive(comm, func));
     API_CHECK(api::checkDataType(dt, func));
