@@ -11,7 +11,7 @@ const std::vector<Entry>& registry() {
     std::vector<Entry> v;
     for (auto family :
          {ringEntries, directEntries, treeEntries, rhdEntries, hierEntries, bruckEntries,
-          rootedEntries}) {
+          rootedEntries, rdEntries}) {
       std::vector<Entry> e = family();
       v.insert(v.end(), e.begin(), e.end());
     }
@@ -41,6 +41,11 @@ const char* defaultAlgorithm(Collective c) {
                  c == Collective::Scatter
              ? "direct"
              : "ring";
+}
+
+const char* defaultAlgorithm(Collective c, size_t bytes, int nranks) {
+  if (c == Collective::AllReduce && nranks > 1 && bytes <= kSmallAllReduceBytes) return "rd";
+  return defaultAlgorithm(c);
 }
 
 std::optional<plan::Plan> build(const plan::Request& req, std::string_view name,
