@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstddef>
+#include <iterator>
 #include <memory>
 #include <utility>
 
@@ -47,6 +48,41 @@ class RingQueue {
     while (!empty()) pop_front();
     head_ = 0;
   }
+  /// Forward iteration from the front, for std::find_if and range-for; erase(it) as erase(i).
+  template <typename Q, typename V>
+  struct Iter {
+    using iterator_category = std::forward_iterator_tag;
+    using value_type = T;
+    using difference_type = std::ptrdiff_t;
+    using pointer = V*;
+    using reference = V&;
+    Q* q = nullptr;
+    size_t i = 0;
+    V& operator*() const { return (*q)[i]; }
+    V* operator->() const { return &(*q)[i]; }
+    Iter& operator++() {
+      ++i;
+      return *this;
+    }
+    Iter operator++(int) {
+      Iter t = *this;
+      ++i;
+      return t;
+    }
+    friend bool operator==(const Iter& a, const Iter& b) { return a.i == b.i; }
+  };
+  using iterator = Iter<RingQueue, T>;
+  using const_iterator = Iter<const RingQueue, const T>;
+  iterator begin() { return {this, 0}; }
+  iterator end() { return {this, size_}; }
+  const_iterator begin() const { return {this, 0}; }
+  const_iterator end() const { return {this, size_}; }
+  /// Removes the element at `it`; returns the iterator to the one after it.
+  iterator erase(iterator it) {
+    erase(it.i);
+    return it;
+  }
+
   /// Room for at least `n` elements (a power of two), keeping the contents.
   void reserve(size_t n) {
     if (n <= cap_) return;
