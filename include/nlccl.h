@@ -298,6 +298,10 @@ nlcclResult_t nlcclCommUserRank(const nlcclComm_t comm, int* rank);
 /** The rank's index among the ranks of `comm` on its host (0, 1, ...): what ported code passes
  *  where NCCL's returns the CUDA device. */
 nlcclResult_t nlcclCommCuDevice(const nlcclComm_t comm, int* device);
+/** nlccl's own: the transport that carries this rank's messages to `peer` ("shm", "ofi",
+ *  "loopback", ...; for the calling rank itself, the one its messages to itself take). The
+ *  string is owned by the library and lives as long as the communicator. */
+nlcclResult_t nlcclCommPeerTransport(const nlcclComm_t comm, int peer, const char** name);
 
 /** Host memory of a communicator (NCCL's names say GPU; here it is the host's). */
 typedef enum {

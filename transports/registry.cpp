@@ -6,6 +6,9 @@
 #include "transports/neuronlink/neuronlink.hpp"
 #include "transports/router.hpp"
 #include "transports/shm/shm.hpp"
+#if NLCCL_HAVE_OFI
+#include "transports/ofi/ofi.hpp"
+#endif
 #include "util/log.hpp"
 
 namespace nlccl::transport {
@@ -31,6 +34,17 @@ Status shmCreate(const Context& c, std::unique_ptr<Transport>* out) {
   *out = std::move(t);
   return Status::Success;
 }
+
+#if NLCCL_HAVE_OFI
+// ---- ofi: processes on any host (libfabric: efa on AWS, tcp or shm elsewhere) ----
+bool ofiCanConnect(const Context& c, int, int) { return !c.threads; }
+Status ofiCreate(const Context& c, std::unique_ptr<Transport>* out) {
+  std::unique_ptr<OfiTransport> t;
+  NLCHECK(OfiTransport::create(c.rank, c.nranks, c.allGather, c.timeout, c.health, &t));
+  *out = std::move(t);
+  return Status::Success;
+}
+#endif
 
 // ---- decorators ----
 Status neuronlinkWrap(const Context& c, std::unique_ptr<Transport> inner,
@@ -62,6 +76,9 @@ const std::vector<Entry>& entries() {
   static const std::vector<Entry> kEntries = {
       {"loopback", loopbackCanConnect, loopbackCreate},
       {"shm", shmCanConnect, shmCreate},
+#if NLCCL_HAVE_OFI
+      {"ofi", ofiCanConnect, ofiCreate},
+#endif
   };
   return kEntries;
 }

@@ -413,6 +413,19 @@ std::vector<RankInfo> RankBench::gatherRanks() {
   me.pid = static_cast<int32_t>(getpid());
   NLOK(nlcclCommCuDevice(comm_, &me.device));
   gethostname(me.host, sizeof me.host - 1);
+  // How many peers each transport carries, in order of first appearance: "shm 3, ofi 4".
+  std::vector<std::pair<std::string, int>> used;
+  for (int p = 0; p < n_; ++p) {
+    if (p == rank_) continue;
+    const char* t = nullptr;
+    NLOK(nlcclCommPeerTransport(comm_, p, &t));
+    auto it = std::find_if(used.begin(), used.end(), [&](const auto& u) { return u.first == t; });
+    if (it == used.end()) used.push_back({t, 1});
+    else ++it->second;
+  }
+  std::string peers;
+  for (const auto& [t, k] : used) peers += (peers.empty() ? "" : ", ") + t + " " + std::to_string(k);
+  std::snprintf(me.peers, sizeof me.peers, "%s", peers.empty() ? "none" : peers.c_str());
   std::vector<RankInfo> all(static_cast<size_t>(n_));
   NLOK(nlcclAllGather(&me, all.data(), sizeof me, nlcclUint8, comm_, nullptr));
   return all;

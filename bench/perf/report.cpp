@@ -174,15 +174,17 @@ void Reporter::header(const std::vector<RankInfo>& ranks) {
   std::printf("# Using devices\n");
   nlohmann::ordered_json devices = nlohmann::ordered_json::array();
   for (const RankInfo& r : ranks) {
-    std::printf("#  Rank %2d Group %2d Pid %6d on %10.52s device %2d [host] nlccl CPU rank\n",
-                r.rank, 0, r.pid, r.host, r.device);
+    std::printf("#  Rank %2d Group %2d Pid %6d on %10.52s device %2d [host] nlccl CPU rank, "
+                "peers over %.64s\n",
+                r.rank, 0, r.pid, r.host, r.device, r.peers);
     devices.push_back({{"rank", r.rank},
                        {"group", 0},
                        {"pid", r.pid},
                        {"hostname", std::string(r.host, strnlen(r.host, sizeof r.host))},
                        {"device", r.device},
                        {"device_hex", "host"},
-                       {"device_info", "nlccl CPU rank"}});
+                       {"device_info", "nlccl CPU rank"},
+                       {"peer_transports", std::string(r.peers, strnlen(r.peers, sizeof r.peers))}});
   }
   if (!jsonPath_.empty()) json_["config"]["devices"] = devices;
   // The column layout of nccl-tests 2.19; the per-iteration, MPI, modelled and timestamp columns

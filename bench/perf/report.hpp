@@ -19,8 +19,10 @@ struct RankInfo {
   int32_t pid;
   int32_t device;  ///< the rank's index on its host (nlcclCommCuDevice)
   char host[52];
+  /// The transports of this rank's peers (nlcclCommPeerTransport), e.g. "shm 3, ofi 4".
+  char peers[64];
 };
-static_assert(sizeof(RankInfo) == 64);
+static_assert(sizeof(RankInfo) == 128);
 
 /// nccl-tests' per-iteration statistics (-I), in microseconds.
 struct IterStats {

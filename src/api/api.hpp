@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstring>
 #include <new>
 
 #include "nlccl.h"
@@ -48,14 +49,25 @@ nlcclResult_t guard(core::Communicator* comm, F&& body) {
   return toResult(s);
 }
 
+/// An enum argument's value read from its bytes. Callers may pass any int, and loading a C enum
+/// whose value lies outside its enumerators' range is undefined in C++ (UBSan's -fsanitize=enum).
+template <typename E>
+int rawEnum(const E& e) {
+  static_assert(sizeof(E) == sizeof(int));
+  int v;
+  std::memcpy(&v, &e, sizeof v);
+  return v;
+}
+
 /// InvalidArgument unless `comm` is a live communicator.
 Status checkComm(nlcclComm_t comm, const char* func);
-Status checkDataType(nlcclDataType_t t, const char* func);
-Status checkRedOp(nlcclRedOp_t op, const char* func);
+/// `t` and `op` are enum arguments read with rawEnum().
+Status checkDataType(int t, const char* func);
+Status checkRedOp(int op, const char* func);
 /// InvalidArgument when `ptr` is null while `count` elements are to be read or written.
 Status checkBuffer(const void* ptr, size_t count, const char* name, const char* func);
 /// InvalidArgument when count * factor * element size overflows size_t.
-Status checkCount(size_t count, size_t factor, nlcclDataType_t t, const char* name,
+Status checkCount(size_t count, size_t factor, int t, const char* name,
                   const char* func);
 Status checkRank(int r, int nranks, const char* name, const char* func);
 /// InvalidUsage while `comm` is suspended (nlcclCommSuspend). Call after checkComm.

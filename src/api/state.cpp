@@ -17,6 +17,21 @@ NLCCL_API nlcclResult_t nlcclCommCuDevice(const nlcclComm_t comm, int* device) {
   });
 }
 
+NLCCL_API nlcclResult_t nlcclCommPeerTransport(const nlcclComm_t comm, int peer,
+                                               const char** name) {
+  return guard(comm ? api::toComm(comm) : nullptr, [&] {
+    API_CHECK(api::checkComm(comm, "nlcclCommPeerTransport"));
+    core::Communicator* c = api::toComm(comm);
+    API_CHECK(api::checkRank(peer, c->nranks(), "peer", "nlcclCommPeerTransport"));
+    if (name == nullptr) {
+      WARN("nlcclCommPeerTransport: name is NULL");
+      return Status::InvalidArgument;
+    }
+    *name = c->transport()->peerTransport(peer);
+    return Status::Success;
+  });
+}
+
 NLCCL_API nlcclResult_t nlcclCommRevoke(nlcclComm_t comm, int revokeFlags) {
   return guard(comm ? api::toComm(comm) : nullptr, [&] {
     API_CHECK(api::checkComm(comm, "nlcclCommRevoke"));
@@ -63,13 +78,13 @@ NLCCL_API nlcclResult_t nlcclCommMemStats(nlcclComm_t comm, nlcclCommMemStat_t s
       return Status::InvalidArgument;
     }
     core::Communicator* c = api::toComm(comm);
-    switch (stat) {
+    switch (api::rawEnum(stat)) {
       case nlcclStatGpuMemSuspend:
       case nlcclStatGpuMemTotal: *value = c->scratchBytes(); break;
       case nlcclStatGpuMemSuspended: *value = c->suspended() ? 1 : 0; break;
       case nlcclStatGpuMemPersist: *value = 0; break;
       default:
-        WARN("nlcclCommMemStats: stat %d is not an nlcclCommMemStat_t", static_cast<int>(stat));
+        WARN("nlcclCommMemStats: stat %d is not an nlcclCommMemStat_t", api::rawEnum(stat));
         return Status::InvalidArgument;
     }
     return Status::Success;

@@ -86,6 +86,13 @@ bool paramText(const std::string& env, std::string* out) {
   return false;
 }
 
+const char* foreignEnv(const char* name) {
+  static const char* const kKnown[] = {"FI_PROVIDER"};
+  for (const char* k : kKnown)
+    if (std::string_view(name) == k) return getenv(k);
+  return nullptr;
+}
+
 void resetParams() {
   log::reset();
   trace::reset();

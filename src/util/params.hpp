@@ -37,6 +37,11 @@ struct ParamInfo {
   const char* doc;
   std::string defaultValue;
 };
+/// A variable of another library that nlccl consults (libfabric's FI_PROVIDER), read here so that
+/// params.cpp stays the one place that reads the environment; nullptr when unset. Only the names
+/// params.cpp lists are served (others: nullptr).
+const char* foreignEnv(const char* name);
+
 /// Every parameter with its documentation (for the README check and `--help` texts).
 std::vector<ParamInfo> allParams();
 /// The text of a declared parameter `env` ("NLCCL_..."): its value when set (non-empty), else
