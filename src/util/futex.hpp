@@ -15,6 +15,17 @@ bool futexWait(std::atomic<uint32_t>* word, uint32_t expected, std::chrono::nano
 /// Wakes all waiters on `word`.
 void futexWakeAll(std::atomic<uint32_t>* word, bool shared);
 
+/// How long a waiter polls before it blocks: long enough that a peer on another core answering a
+/// small message is seen without a sleep and a wake-up (each costs microseconds), short enough
+/// that ranks outnumbering cores give the core away soon (the poll yields every few dozen
+/// checks, so a peer on the same core runs meanwhile).
+inline constexpr std::chrono::microseconds kSpinBeforeBlock{50};
+
+/// Polls `*word` until it differs from `seen` or `budget` has passed, pausing between checks and
+/// yielding the core every 64 of them. Returns whether it changed.
+bool spinWhileEqual(const std::atomic<uint32_t>* word, uint32_t seen,
+                    std::chrono::nanoseconds budget = kSpinBeforeBlock);
+
 /// An event counter: waiters remember epoch(), do a check, then wait(epoch) if nothing is ready.
 /// notify() bumps the epoch and wakes waiters only when someone is blocked.
 class Notifier {

@@ -379,12 +379,8 @@ uint32_t ShmTransport::activityEpoch() {
 
 void ShmTransport::waitActivity(uint32_t seen, std::chrono::nanoseconds timeout) {
   shm::SegmentHeader* h = own_.header();
-  for (int i = 0; i < 128; ++i)
-    if (h->epoch.load(std::memory_order_acquire) != seen) return;
-  for (int i = 0; i < 4; ++i) {
-    sched_yield();
-    if (h->epoch.load(std::memory_order_acquire) != seen) return;
-  }
+  if (spinWhileEqual(&h->epoch, seen, std::min<std::chrono::nanoseconds>(timeout, kSpinBeforeBlock)))
+    return;
   // Bounded so that the caller's progress() keeps checking the peers' liveness.
   timeout = std::min<std::chrono::nanoseconds>(timeout, kCheckInterval);
   h->sleepers.fetch_add(1);  // seq_cst: pairs with ringDoorbell
