@@ -5,6 +5,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <climits>
 #include <ctime>
@@ -30,18 +31,25 @@ void futexWakeAll(std::atomic<uint32_t>* word, bool shared) {
 }
 
 bool spinWhileEqual(const std::atomic<uint32_t>* word, uint32_t seen,
-                    std::chrono::nanoseconds budget) {
+                    std::chrono::nanoseconds budget, uint32_t yieldEvery) {
   const auto end = std::chrono::steady_clock::now() + budget;
   for (uint32_t i = 1;; ++i) {
     if (word->load(std::memory_order_acquire) != seen) return true;
 #if defined(__x86_64__) || defined(__i386__)
     __builtin_ia32_pause();
 #endif
-    if ((i & 63) == 0) {
+    if ((i & (yieldEvery - 1)) == 0) {
       if (std::chrono::steady_clock::now() >= end) return false;
       sched_yield();  // a peer on this core needs it more than we do
     }
   }
+}
+
+int usableCpus() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (sched_getaffinity(0, sizeof set, &set) != 0) return 1;
+  return std::max(1, CPU_COUNT(&set));
 }
 
 bool Notifier::wait(uint32_t seen, std::chrono::nanoseconds timeout) {

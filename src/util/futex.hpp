@@ -22,9 +22,12 @@ void futexWakeAll(std::atomic<uint32_t>* word, bool shared);
 inline constexpr std::chrono::microseconds kSpinBeforeBlock{50};
 
 /// Polls `*word` until it differs from `seen` or `budget` has passed, pausing between checks and
-/// yielding the core every 64 of them. Returns whether it changed.
+/// yielding the core every `yieldEvery` of them (a power of two; 1 when ranks outnumber cores, so
+/// that the rank we wait for, likely on our core, runs at once). Returns whether it changed.
 bool spinWhileEqual(const std::atomic<uint32_t>* word, uint32_t seen,
-                    std::chrono::nanoseconds budget = kSpinBeforeBlock);
+                    std::chrono::nanoseconds budget = kSpinBeforeBlock, uint32_t yieldEvery = 64);
+/// CPUs this process may run on (sched_getaffinity), at least 1.
+int usableCpus();
 
 /// An event counter: waiters remember epoch(), do a check, then wait(epoch) if nothing is ready.
 /// notify() bumps the epoch and wakes waiters only when someone is blocked.

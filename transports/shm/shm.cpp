@@ -379,7 +379,8 @@ uint32_t ShmTransport::activityEpoch() {
 
 void ShmTransport::waitActivity(uint32_t seen, std::chrono::nanoseconds timeout) {
   shm::SegmentHeader* h = own_.header();
-  if (spinWhileEqual(&h->epoch, seen, std::min<std::chrono::nanoseconds>(timeout, kSpinBeforeBlock)))
+  if (spinWhileEqual(&h->epoch, seen, std::min<std::chrono::nanoseconds>(timeout, kSpinBeforeBlock),
+                     yieldEvery_))
     return;
   // Bounded so that the caller's progress() keeps checking the peers' liveness.
   timeout = std::min<std::chrono::nanoseconds>(timeout, kCheckInterval);

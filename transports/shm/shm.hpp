@@ -194,6 +194,7 @@ class ShmTransport final : public Transport {
   std::chrono::milliseconds timeout_;
   std::function<Status()> health_;
   uint64_t singleCopyBytes_ = 0;
+  uint32_t yieldEvery_ = 64;  ///< waits yield every check when this host's ranks outnumber CPUs
   shm::Segment own_;
   std::vector<Peer> peers_;   ///< indexed by rank; only those in served_ are mapped
   std::vector<int> served_;   ///< the peers this transport serves (not this rank)
