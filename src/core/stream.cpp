@@ -30,20 +30,29 @@ Stream::Stream() : queue_(64), thread_([this] { loop(); }) {}
 Stream::~Stream() {
   {
     std::unique_lock<std::mutex> lock(mu_);
-    // Whatever is still queued runs here or on the thread before it stops.
-    while (!idle()) {
-      if (!queue_.empty() && !running_) {
-        runFront(lock);
-        continue;
-      }
-      ++syncWaiters_;
-      idleCv_.wait(lock, [this] { return !running_; });
-      --syncWaiters_;
-    }
+    drain(lock);  // whatever is still queued runs here (or finishes on the thread) first
     stop_ = true;
   }
   workCv_.notify_all();
   thread_.join();
+}
+
+void Stream::drain(std::unique_lock<std::mutex>& lock) {
+  ++syncers_;  // from here the thread starts no new item: this caller runs them
+  while (true) {
+    if (!queue_.empty() && !running_) {  // nobody has started it: run it here
+      runFront(lock);
+      continue;
+    }
+    if (idle()) break;
+    // The thread is running the item it took before we came: wait for that one to finish.
+    lock.unlock();
+    const uint64_t seen = finished_.load(std::memory_order_acquire);
+    spinFor([&] { return finished_.load(std::memory_order_acquire) != seen; }, kSpin);
+    lock.lock();
+    idleCv_.wait(lock, [this] { return !running_; });
+  }
+  --syncers_;
 }
 
 void Stream::enqueue(StreamItem item) {
@@ -52,7 +61,7 @@ void Stream::enqueue(StreamItem item) {
     std::lock_guard<std::mutex> lock(mu_);
     queue_.push_back(std::move(item));
     submitted_.fetch_add(1, std::memory_order_release);
-    wake = threadWaits_ && !running_;
+    wake = threadWaits_ && !running_ && syncers_ == 0;
   }
   if (wake) workCv_.notify_one();
 }
@@ -72,13 +81,13 @@ void Stream::runFront(std::unique_lock<std::mutex>& lock) {
     error_ = s;
     if (isFatal(s)) errorOwners_ = std::move(owners);
   }
-  if (syncWaiters_ > 0) idleCv_.notify_all();
+  if (syncers_ > 0) idleCv_.notify_all();
 }
 
 void Stream::loop() {
   std::unique_lock<std::mutex> lock(mu_);
   while (true) {
-    if (!queue_.empty() && !running_) {
+    if (!queue_.empty() && !running_ && syncers_ == 0) {
       runFront(lock);
       continue;
     }
@@ -89,32 +98,20 @@ void Stream::loop() {
       const uint64_t seen = submitted_.load(std::memory_order_acquire);
       spinFor([&] { return submitted_.load(std::memory_order_acquire) != seen; }, kSpin);
       lock.lock();
-      if (!queue_.empty() && !running_) continue;
+      if (!queue_.empty() && !running_ && syncers_ == 0) continue;
     }
     threadWaits_ = true;
-    workCv_.wait(lock, [this] { return stop_ || (!queue_.empty() && !running_); });
+    workCv_.wait(lock,
+                 [this] { return stop_ || (!queue_.empty() && !running_ && syncers_ == 0); });
     threadWaits_ = false;
   }
 }
 
 Status Stream::synchronize() {
   std::unique_lock<std::mutex> lock(mu_);
-  while (true) {
-    if (!queue_.empty() && !running_) {  // nobody has started it: run it here
-      runFront(lock);
-      continue;
-    }
-    if (idle()) break;
-    // The thread (or another synchronizer) is running an item: wait for it to finish.
-    lock.unlock();
-    const uint64_t seen = finished_.load(std::memory_order_acquire);
-    spinFor([&] { return finished_.load(std::memory_order_acquire) != seen; }, kSpin);
-    lock.lock();
-    if (!running_) continue;
-    ++syncWaiters_;
-    idleCv_.wait(lock, [this] { return !running_; });
-    --syncWaiters_;
-  }
+  drain(lock);
+  // Work enqueued by other threads meanwhile is the thread's again.
+  if (syncers_ == 0 && !queue_.empty() && threadWaits_) workCv_.notify_one();
   Status s = currentError();
   if (!isFatal(s)) error_ = Status::Success;  // fatal errors stay until their comms are gone
   return s;

@@ -6,7 +6,9 @@
 //
 // Items run one at a time, in order, by whoever holds the runner role: the stream's thread, or a
 // thread in synchronize(), which runs the items nobody has started yet itself instead of waiting
-// for the thread to be scheduled (a synchronizing caller pays no thread handoff). Enqueueing
+// for the thread to be scheduled (a synchronizing caller pays no thread handoff). While a thread
+// synchronizes, the stream's thread starts no new item (two threads taking turns per item, on a
+// machine with fewer cores than threads, woke each other for every item). Enqueueing
 // allocates nothing once the queue has been as long as it gets (items are fixed-size; general
 // work is held by a pointer the caller made).
 #pragma once
@@ -54,6 +56,9 @@ class Stream {
   /// the lock held again.
   void runFront(std::unique_lock<std::mutex>& lock);
   bool idle() const { return queue_.empty() && !running_; }
+  /// Runs (or waits for) everything queued, as synchronize() and the destructor need; the thread
+  /// starts no item meanwhile. Called and returns with `lock` held.
+  void drain(std::unique_lock<std::mutex>& lock);
   /// The error to report now (under mu_): clears a sticky one whose communicators are all gone.
   Status currentError();
 
@@ -63,7 +68,7 @@ class Stream {
   RingQueue<StreamItem> queue_;
   bool running_ = false;       ///< someone holds the runner role
   bool threadWaits_ = false;   ///< the thread is blocked on workCv_
-  int syncWaiters_ = 0;        ///< threads blocked on idleCv_
+  int syncers_ = 0;            ///< threads in drain(): the thread leaves the items to them
   bool stop_ = false;
   std::atomic<uint64_t> submitted_{0};  ///< items ever enqueued
   std::atomic<uint64_t> finished_{0};   ///< items ever finished
