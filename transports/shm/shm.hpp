@@ -154,6 +154,7 @@ class ShmTransport final : public Transport {
     uint64_t curTag = 0;
     size_t curTotal = 0;
     size_t curNext = 0;  // next expected fragment offset
+    uint64_t tailSeen = 0;  // the tail of our FIFO in the peer's segment, as last read (pump)
     // Single copy, sending side.
     RingQueue<InFlight> inflight;
     uint64_t directPosted = 0;
