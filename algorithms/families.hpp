@@ -15,5 +15,6 @@ std::vector<Entry> rhdEntries();      // rhd.cpp: Rabenseifner allreduce, recurs
 std::vector<Entry> hierEntries();     // hier.cpp: hierarchical allreduce/allgather/reducescatter/alltoall(v)
 std::vector<Entry> bruckEntries();    // bruck.cpp: Bruck alltoall
 std::vector<Entry> rootedEntries();   // rooted.cpp: direct gather and scatter
+std::vector<Entry> rdEntries();       // rd.cpp: recursive-doubling allreduce (small messages)
 
 }  // namespace nlccl::algo

@@ -5,7 +5,9 @@
 #include <functional>
 #include <sstream>
 
+#include "algorithms/algorithms.hpp"
 #include "core/group.hpp"
+#include "core/prepared.hpp"
 #include "util/params.hpp"
 #include "core/work.hpp"
 #include "util/log.hpp"
@@ -285,10 +287,131 @@ Status inPlaceLayout(const Communicator& comm, const CollArgs& a, bool* inPlace)
   return Status::Success;
 }
 
+namespace {
+
+/// Builds, compiles and publishes the prepared collective of `key` (the first call of it).
+/// *out is nullptr when the communicator's table is full (the caller takes the general path).
+Status prepare(Communicator* comm, const PreparedKey& key, const char* algo, Prepared** out) {
+  plan::Request req;
+  req.collective = key.collective;
+  req.nranks = comm->nranks();
+  req.count = key.count;
+  req.root = key.root;
+  req.inPlace = key.inPlace;
+  std::shared_ptr<const plan::CompiledPlan> plan;
+  NLCHECK(comm->getPlan(req, algo, &plan));
+  auto e = std::make_unique<Prepared>();
+  e->key = key;
+  e->plan = std::move(plan);
+  e->algorithm = algo::find(algo, key.collective)->name;
+  e->scratchBytes = e->plan->plan().scratchCount * dataTypeSize(key.dtype);
+  *out = comm->prepared().insert(std::move(e));
+  return Status::Success;
+}
+
+/// Runs a prepared collective to completion in the calling thread: no allocation and no lock
+/// once it has run before (unless another thread runs the same one on this communicator at the
+/// same moment: then a fresh runner serves this call). Errors are recorded on the communicator
+/// as Work::execute records them.
+Status runPrepared(Communicator* comm, Prepared* p, const void* send, void* recv, uint64_t seq) {
+  if (comm->aborted()) {  // queued before the abort: it fails as the running work did
+    WARN("rank %d: communicator was aborted", comm->rank());
+    comm->setLastError(log::lastError());
+    return Status::RemoteError;
+  }
+  if (Status e = comm->asyncError(); e != Status::Success) {
+    WARN("rank %d: communicator has failed earlier (%s)", comm->rank(), statusName(e));
+    comm->setLastError(log::lastError());
+    return e;
+  }
+  const bool owned = !p->busy.exchange(true, std::memory_order_acquire);
+  std::unique_ptr<engine::Runner> spare;
+  engine::Runner* runner = &p->runner;
+  if (!owned) {
+    spare = std::make_unique<engine::Runner>();
+    runner = spare.get();
+  }
+  char* scratch = owned ? p->keptScratch() : nullptr;
+  std::shared_ptr<char> lease;
+  if (p->scratchBytes > 0 && scratch == nullptr) {
+    lease = comm->leaseScratch(p->scratchBytes);
+    scratch = lease.get();
+  }
+  engine::CollJob job;
+  job.plan = p->plan;
+  job.rank = comm->rank();
+  job.input = send;
+  job.output = recv;
+  job.scratch = scratch;
+  job.dtype = p->key.dtype;
+  job.op = p->key.op;
+  job.transport = comm->transport();
+  job.seq = seq;
+  job.sliceBytes = comm->config().sliceBytes;
+  const Status s = runner->run(job, comm->config().timeout);
+  if (owned) p->busy.store(false, std::memory_order_release);
+  if (s == Status::Success) {
+    comm->recordCollective(p->algorithm, job.vcall, job.vend, job.bytesSent);
+  } else {  // the engine has aborted the transport: the communicator is done
+    comm->setLastError(log::lastError());
+    comm->setAsyncError(s);
+  }
+  return s;
+}
+
+/// A prepared collective queued on a stream: ptr = {comm, prepared, send, recv}, value = seq.
+Status runQueuedPrepared(StreamItem& item, Lives* owners) {
+  auto* comm = static_cast<Communicator*>(item.ptr[0]);
+  const Status s = runPrepared(comm, static_cast<Prepared*>(item.ptr[1]), item.ptr[2],
+                               item.ptr[3], item.value);
+  if (isFatal(s)) owners->push_back(comm->life());
+  comm->removePending();  // the last touch of comm: destroy may free it from here on
+  return s;
+}
+
+}  // namespace
+
 Status collective(Communicator* comm, const CollArgs& a, Stream* stream) {
   if (a.collective == Collective::AllToAllv) return allToAllv(comm, a, stream);
   bool inPlace = false;
   NLCHECK(inPlaceLayout(*comm, a, &inPlace));
+  const size_t es = dataTypeSize(a.dtype);
+  const char* algo = comm->algorithmFor(a.collective, a.count * es);
+
+  // The hot path: a prepared collective, run inline or queued as one fixed-size stream item.
+  // Calls that need more than a Plan (PreMulSum's scaling, NLCCL_CHECK, a group, hier's shape
+  // from the environment) take the general path below.
+  if (!a.prepareInput && !a.keepAlive && !comm->config().check && groupDepth() == 0 &&
+      std::strcmp(algo, "hier") != 0) {
+    const PreparedKey key{a.collective, a.dtype, a.op, inPlace, a.root, a.count};
+    Prepared* p = comm->prepared().find(key);
+    if (p == nullptr) NLCHECK(prepare(comm, key, algo, &p));
+    if (p != nullptr) {
+      if (comm->aborted()) {  // as submit(): a revoked communicator takes no new work
+        WARN("rank %d: the communicator was revoked: it takes no new work", comm->rank());
+        return Status::InvalidUsage;
+      }
+      INFO(log::kColl, "%s: rank %d of %d, count %zu, %s, %s, root %d, %s, algorithm %s%s",
+           collectiveName(a.collective), comm->rank(), comm->nranks(), a.count,
+           dataTypeName(a.dtype), redOpName(a.op), a.root, inPlace ? "in place" : "out of place",
+           p->algorithm, stream ? ", on a stream" : "");
+      const uint64_t seq = comm->nextCollSeq();
+      comm->addPending();
+      StreamItem item;
+      item.run = runQueuedPrepared;
+      item.ptr[0] = comm;
+      item.ptr[1] = p;
+      item.ptr[2] = const_cast<void*>(a.send);
+      item.ptr[3] = a.recv;
+      item.value = seq;
+      if (stream != nullptr) {
+        stream->enqueue(std::move(item));
+        return Status::Success;
+      }
+      Lives none;
+      return runQueuedPrepared(item, &none);
+    }
+  }
 
   plan::Request req;
   req.collective = a.collective;
@@ -296,16 +419,14 @@ Status collective(Communicator* comm, const CollArgs& a, Stream* stream) {
   req.count = a.count;
   req.root = a.root;
   req.inPlace = inPlace;
-  std::string algo = comm->algorithmFor(a.collective);
-  if (algo == "hier") NLCHECK(hierShape(*comm, &req));
+  if (std::strcmp(algo, "hier") == 0) NLCHECK(hierShape(*comm, &req));
   std::shared_ptr<const plan::CompiledPlan> plan;
   NLCHECK(comm->getPlan(req, algo, &plan));
 
-  const size_t es = dataTypeSize(a.dtype);
   INFO(log::kColl, "%s: rank %d of %d, count %zu, %s, %s, root %d, %s, algorithm %s%s",
        collectiveName(a.collective), comm->rank(), comm->nranks(), a.count,
        dataTypeName(a.dtype), redOpName(a.op), a.root, inPlace ? "in place" : "out of place",
-       algo.c_str(), stream ? ", on a stream" : "");
+       algo, stream ? ", on a stream" : "");
   auto work = std::make_shared<Work>();
   work->addComm(comm);
   if (a.prepareInput) work->localCopies.push_back(a.prepareInput);

@@ -1,5 +1,7 @@
 #include "core/comm.hpp"
 
+#include <sched.h>
+
 
 #include "algorithms/algorithms.hpp"
 #include "algorithms/selection.hpp"
@@ -51,6 +53,12 @@ std::string Communicator::algorithmFor(Collective c) const {
   return selection_.nameFor(c);
 }
 
+const char* Communicator::algorithmFor(Collective c, size_t bytes) const {
+  auto it = selection_.chosen.find(c);
+  if (it != selection_.chosen.end()) return it->second.c_str();
+  return algo::defaultAlgorithm(c, bytes, nranks_);
+}
+
 Status Communicator::getPlan(const plan::Request& req, const std::string& algo,
                              std::shared_ptr<const plan::CompiledPlan>* out) {
   PlanKey key{req.collective, algo,       req.nranks,    req.root, req.count,
@@ -94,14 +102,13 @@ uint64_t Communicator::nextRecvTag(int peer) {
   return recvCount_[peer]++;
 }
 
-void Communicator::recordCollective(const std::string& algorithm, double vstart, double vend,
+void Communicator::recordCollective(const char* algorithm, double vstart, double vend,
                                     uint64_t bytes) {
-  std::lock_guard<std::mutex> lock(statsMu_);
-  stats_.lastModelledS = vend - vstart;
-  stats_.clockS = modelledClock();
-  stats_.lastBytesSent = bytes;
-  stats_.lastAlgorithm = algorithm;
-  ++stats_.collectives;
+  lastModelledS_.store(vend - vstart, std::memory_order_relaxed);
+  clockS_.store(modelledClock(), std::memory_order_relaxed);
+  lastBytesSent_.store(bytes, std::memory_order_relaxed);
+  lastAlgorithm_.store(algorithm, std::memory_order_relaxed);
+  collectives_.fetch_add(1, std::memory_order_release);
 }
 
 double Communicator::modelledClock() const {
@@ -110,8 +117,13 @@ double Communicator::modelledClock() const {
 }
 
 CommStats Communicator::stats() const {
-  std::lock_guard<std::mutex> lock(statsMu_);
-  return stats_;
+  CommStats st;
+  st.collectives = collectives_.load(std::memory_order_acquire);
+  st.lastModelledS = lastModelledS_.load(std::memory_order_relaxed);
+  st.clockS = clockS_.load(std::memory_order_relaxed);
+  st.lastBytesSent = lastBytesSent_.load(std::memory_order_relaxed);
+  st.lastAlgorithm = lastAlgorithm_.load(std::memory_order_relaxed);
+  return st;
 }
 
 void Communicator::setLastError(const std::string& msg) {
@@ -129,19 +141,28 @@ void Communicator::setAsyncError(Status s) {
   asyncError_.compare_exchange_strong(expected, static_cast<int>(s));
 }
 
-void Communicator::addPending() {
-  std::lock_guard<std::mutex> lock(idleMu_);
-  ++pendingWork_;
-}
+void Communicator::addPending() { pendingWork_.fetch_add(1); }
 
 void Communicator::removePending() {
-  std::lock_guard<std::mutex> lock(idleMu_);
-  if (--pendingWork_ == 0) idleCv_.notify_all();
+  // All seq_cst. With waitIdle (Dekker): either it sees the count reach 0, or this sees it
+  // waiting and wakes it. `removing_` covers the whole call, so a waiter that saw 0 (and may
+  // then free the communicator) first lets this call leave.
+  removing_.fetch_add(1);
+  if (pendingWork_.fetch_sub(1) == 1 && idleWaiters_.load() > 0) {
+    std::lock_guard<std::mutex> lock(idleMu_);
+    idleCv_.notify_all();
+  }
+  removing_.fetch_sub(1);  // the last touch of *this
 }
 
 void Communicator::waitIdle() {
-  std::unique_lock<std::mutex> lock(idleMu_);
-  idleCv_.wait(lock, [this] { return pendingWork_ == 0; });
+  idleWaiters_.fetch_add(1);
+  {
+    std::unique_lock<std::mutex> lock(idleMu_);
+    idleCv_.wait(lock, [this] { return pendingWork_.load() == 0; });
+  }
+  idleWaiters_.fetch_sub(1);
+  while (removing_.load() != 0) sched_yield();  // a few instructions at most
 }
 
 void Communicator::abort() {

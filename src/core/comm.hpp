@@ -16,6 +16,7 @@
 #include "algorithms/selection.hpp"
 #include "plan/compiled.hpp"
 #include "transports/transport.hpp"
+#include "core/prepared.hpp"
 #include "core/rendezvous.hpp"
 #include "core/resources.hpp"
 #include "core/scratch_pool.hpp"
@@ -67,8 +68,13 @@ class Communicator {
   /// Registered buffers and windows, custom operators.
   Resources& resources() { return resources_; }
   /// Bytes of scratch kept for reuse (nlcclCommMemStats); trimScratch frees them.
-  size_t scratchBytes() const { return scratchPool_->idleBytes(); }
-  void trimScratch() { scratchPool_->trim(); }
+  size_t scratchBytes() const { return scratchPool_->idleBytes() + prepared_.keptBytes(); }
+  void trimScratch() {
+    scratchPool_->trim();
+    prepared_.trimScratch();
+  }
+  /// The collectives this communicator has prepared (prepared.hpp).
+  PreparedTable& prepared() { return prepared_; }
   /// nlcclCommSuspend / Resume: calls on a suspended communicator are refused.
   bool suspended() const { return suspended_.load(); }
   void setSuspended(bool s) { suspended_.store(s); }
@@ -82,6 +88,9 @@ class Communicator {
   /// apply. Called at init with the config / NLCCL_ALGO.
   Status setAlgorithms(const std::string& spec);
   std::string algorithmFor(Collective c) const;
+  /// The algorithm of a call of `c` over `bytes` (the larger buffer): the configured choice, or
+  /// the size rule of algo::defaultAlgorithm. Static storage, valid for the communicator's life.
+  const char* algorithmFor(Collective c, size_t bytes) const;
 
   /// The compiled Plan for `req` with algorithm `algo`, built and compiled once and cached.
   Status getPlan(const plan::Request& req, const std::string& algo,
@@ -96,8 +105,10 @@ class Communicator {
   uint64_t nextSendTag(int peer);
   uint64_t nextRecvTag(int peer);
 
-  /// Records a finished collective job of this rank (its plan, virtual times and bytes).
-  void recordCollective(const std::string& algorithm, double vstart, double vend, uint64_t bytes);
+  /// Records a finished collective job of this rank (its algorithm, virtual times and bytes).
+  /// `algorithm` must have static storage (a registry name). Lock-free: the fields are
+  /// separate atomics, read as a snapshot by stats().
+  void recordCollective(const char* algorithm, double vstart, double vend, uint64_t bytes);
   CommStats stats() const;
   /// The transport's modelled clock in seconds (0 when it does not model time).
   double modelledClock() const;
@@ -158,12 +169,16 @@ class Communicator {
   std::mutex p2pMu_;
   std::vector<uint64_t> sendCount_, recvCount_;
 
-  std::mutex idleMu_;
+  std::atomic<int> pendingWork_{0};
+  std::atomic<int> idleWaiters_{0};
+  std::atomic<int> removing_{0};  ///< removePending calls in progress (waitIdle lets them finish)
+  std::mutex idleMu_;  ///< only for waiters (waitIdle) and their wake-up
   std::condition_variable idleCv_;
-  int pendingWork_ = 0;
 
-  mutable std::mutex statsMu_;
-  CommStats stats_;
+  std::atomic<double> lastModelledS_{0}, clockS_{0};
+  std::atomic<uint64_t> lastBytesSent_{0}, collectives_{0};
+  std::atomic<const char*> lastAlgorithm_{""};
+  PreparedTable prepared_;
 
   mutable std::mutex errMu_;
   std::string lastError_;

@@ -15,11 +15,20 @@ struct Pending {
 thread_local int tDepth = 0;
 thread_local std::vector<Pending> tPending;
 
+Status runWork(StreamItem& item, Lives* owners) {
+  Work* work = static_cast<Work*>(item.hold.get());
+  const Status s = work->execute();
+  if (isFatal(s))
+    for (Communicator* c : work->comms) owners->push_back(c->life());
+  return s;
+}
+
 Status launch(std::shared_ptr<Work> work, Stream* stream) {
   if (stream == nullptr) return work->execute();
-  std::vector<std::shared_ptr<const std::atomic<bool>>> owners;
-  for (Communicator* c : work->comms) owners.push_back(c->life());
-  stream->enqueue([work]() { return work->execute(); }, std::move(owners));
+  StreamItem item;
+  item.run = runWork;
+  item.hold = std::move(work);
+  stream->enqueue(std::move(item));
   return Status::Success;
 }
 }  // namespace

@@ -4,71 +4,115 @@
 
 namespace nlccl::core {
 
+namespace {
+
+/// Spins up to `limit` until `ready()` holds (cheap checks on atomics, yielding now and then: on
+/// a loaded machine the thread we wait for needs the core), so that back-to-back calls do not
+/// each pay a futex sleep and wake-up; the caller then blocks as usual.
 template <typename F>
-bool Stream::spinFor(F ready, std::chrono::microseconds limit) {
-  auto end = std::chrono::steady_clock::now() + limit;
+bool spinFor(F ready, std::chrono::microseconds limit) {
+  const auto end = std::chrono::steady_clock::now() + limit;
   for (int i = 0;; ++i) {
     if (ready()) return true;
     if ((i & 63) == 63) {
       if (std::chrono::steady_clock::now() > end) return false;
-      sched_yield();  // on a loaded machine the thread we wait for needs the core
+      sched_yield();
     }
   }
 }
 
-Stream::Stream() : thread_([this] { loop(); }) {}
+constexpr auto kSpin = std::chrono::microseconds(20);
+
+}  // namespace
+
+Stream::Stream() : queue_(64), thread_([this] { loop(); }) {}
 
 Stream::~Stream() {
   {
     std::unique_lock<std::mutex> lock(mu_);
-    idleCv_.wait(lock, [this] { return queue_.empty() && running_ == 0; });
+    drain(lock);  // whatever is still queued runs here (or finishes on the thread) first
     stop_ = true;
   }
-  cv_.notify_all();
+  workCv_.notify_all();
   thread_.join();
 }
 
-void Stream::enqueue(std::function<Status()> work, std::vector<std::shared_ptr<const std::atomic<bool>>> owners) {
+void Stream::drain(std::unique_lock<std::mutex>& lock) {
+  ++syncers_;  // from here the thread starts no new item: this caller runs them
+  while (true) {
+    if (!queue_.empty() && !running_) {  // nobody has started it: run it here
+      runFront(lock);
+      continue;
+    }
+    if (idle()) break;
+    // The thread is running the item it took before we came: wait for that one to finish.
+    lock.unlock();
+    const uint64_t seen = finished_.load(std::memory_order_acquire);
+    spinFor([&] { return finished_.load(std::memory_order_acquire) != seen; }, kSpin);
+    lock.lock();
+    idleCv_.wait(lock, [this] { return !running_; });
+  }
+  --syncers_;
+}
+
+void Stream::enqueue(StreamItem item) {
+  bool wake;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    queue_.push_back({std::move(work), std::move(owners)});
-    submitted_.fetch_add(1);
+    queue_.push_back(std::move(item));
+    submitted_.fetch_add(1, std::memory_order_release);
+    wake = threadWaits_ && !running_ && syncers_ == 0;
   }
-  cv_.notify_one();
+  if (wake) workCv_.notify_one();
+}
+
+void Stream::runFront(std::unique_lock<std::mutex>& lock) {
+  StreamItem item = std::move(queue_.front());
+  queue_.pop_front();
+  running_ = true;
+  lock.unlock();
+  Lives owners;
+  Status s = item.run(item, &owners);
+  item.hold.reset();  // released (its communicators' pending count with it) before it counts done
+  lock.lock();
+  running_ = false;
+  finished_.fetch_add(1, std::memory_order_release);
+  if (s != Status::Success && currentError() == Status::Success) {
+    error_ = s;
+    errorReported_ = false;
+    if (isFatal(s)) errorOwners_ = std::move(owners);
+  }
+  if (syncers_ > 0) idleCv_.notify_all();
 }
 
 void Stream::loop() {
   std::unique_lock<std::mutex> lock(mu_);
   while (true) {
-    if (queue_.empty() && !stop_) {
+    if (!queue_.empty() && !running_ && syncers_ == 0) {
+      runFront(lock);
+      continue;
+    }
+    if (stop_) return;
+    if (queue_.empty()) {
+      // Idle: back-to-back work usually follows at once; spin a little before sleeping.
       lock.unlock();
-      uint64_t seen = finished_.load();
-      spinFor([&] { return submitted_.load() != seen; }, std::chrono::microseconds(50));
+      const uint64_t seen = submitted_.load(std::memory_order_acquire);
+      spinFor([&] { return submitted_.load(std::memory_order_acquire) != seen; }, kSpin);
       lock.lock();
+      if (!queue_.empty() && !running_ && syncers_ == 0) continue;
     }
-    cv_.wait(lock, [this] { return stop_ || !queue_.empty(); });
-    if (queue_.empty()) return;  // stop_ and drained
-    Item item = std::move(queue_.front());
-    queue_.pop_front();
-    ++running_;
-    lock.unlock();
-    Status s = item.work();
-    lock.lock();
-    --running_;
-    finished_.fetch_add(1);
-    if (s != Status::Success && currentError() == Status::Success) {
-      error_ = s;
-      errorReported_ = false;
-      if (isFatal(s)) errorOwners_ = std::move(item.owners);
-    }
-    if (queue_.empty() && running_ == 0) idleCv_.notify_all();
+    threadWaits_ = true;
+    workCv_.wait(lock,
+                 [this] { return stop_ || (!queue_.empty() && !running_ && syncers_ == 0); });
+    threadWaits_ = false;
   }
 }
 
 Status Stream::synchronize() {
-  spinFor([this] { return finished_.load() == submitted_.load(); }, std::chrono::microseconds(50));
   std::unique_lock<std::mutex> lock(mu_);
-  idleCv_.wait(lock, [this] { return queue_.empty() && running_ == 0; });
+  drain(lock);
+  // Work enqueued by other threads meanwhile is the thread's again.
+  if (syncers_ == 0 && !queue_.empty() && threadWaits_) workCv_.notify_one();
   Status s = currentError();
   errorReported_ = s != Status::Success;
   if (!isFatal(s)) error_ = Status::Success;  // fatal errors stay until their comms are gone
@@ -81,7 +125,7 @@ Status Stream::query() {
     errorReported_ = true;
     return s;
   }
-  return (queue_.empty() && running_ == 0) ? Status::Success : Status::InProgress;
+  return idle() ? Status::Success : Status::InProgress;
 }
 
 Status Stream::currentError() {

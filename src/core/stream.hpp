@@ -1,24 +1,42 @@
-// nlcclStream_t: an in-order queue of work run by its own progress thread (DESIGN.md 2.4). The
+// nlcclStream_t: an in-order queue of work with its own progress thread (DESIGN.md 2.4). The
 // first error a work item returns is kept and reported by synchronize() and query(). A fatal one
 // (the communicator is broken: system, internal, remote, timeout) is sticky: every later
 // synchronize() and query() reports it again, until every communicator that work used has been
 // aborted or destroyed, and it is reported at least once even when that happened first (work
 // failed by nlcclCommAbort). Other errors are reported once.
+//
+// Items run one at a time, in order, by whoever holds the runner role: the stream's thread, or a
+// thread in synchronize(), which runs the items nobody has started yet itself instead of waiting
+// for the thread to be scheduled (a synchronizing caller pays no thread handoff). While a thread
+// synchronizes, the stream's thread starts no new item (two threads taking turns per item, on a
+// machine with fewer cores than threads, woke each other for every item). Enqueueing
+// allocates nothing once the queue has been as long as it gets (items are fixed-size; general
+// work is held by a pointer the caller made).
 #pragma once
 
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
-#include <deque>
-#include <functional>
 #include <memory>
 #include <mutex>
 #include <thread>
 #include <vector>
 
+#include "util/ring_queue.hpp"
 #include "util/status.hpp"
 
 namespace nlccl::core {
+
+using Lives = std::vector<std::shared_ptr<const std::atomic<bool>>>;
+
+/// One queued unit of work. `run` executes it; on a fatal error it also appends the lives of the
+/// communicators it used (Communicator::life()) to *owners. The other fields are its arguments.
+struct StreamItem {
+  Status (*run)(StreamItem& item, Lives* owners) = nullptr;
+  void* ptr[4] = {};
+  uint64_t value = 0;
+  std::shared_ptr<void> hold;  ///< what the item owns until it has run (general work)
+};
 
 class Stream {
  public:
@@ -27,36 +45,36 @@ class Stream {
   Stream(const Stream&) = delete;
   Stream& operator=(const Stream&) = delete;
 
-  /// `owners` are the lives of the communicators the work uses (Communicator::life()).
-  void enqueue(std::function<Status()> work, std::vector<std::shared_ptr<const std::atomic<bool>>> owners);
-  /// Blocks until the queue is empty; returns the first error met (clearing it unless sticky).
+  void enqueue(StreamItem item);
+  /// Runs or waits for everything queued; returns the first error met (clearing it unless sticky).
   Status synchronize();
   /// Success when idle, InProgress while work is queued, or the first error met (not cleared).
   Status query();
 
  private:
   void loop();
-  /// Spins up to `limit` until `ready()` holds (cheap checks on atomics), so that back-to-back
-  /// calls do not each pay a futex sleep and wake-up; the caller then blocks as usual.
-  template <typename F>
-  static bool spinFor(F ready, std::chrono::microseconds limit);
-
-  std::atomic<uint64_t> submitted_{0};  ///< items ever enqueued
-  std::atomic<uint64_t> finished_{0};   ///< items ever finished
-  std::mutex mu_;
-  std::condition_variable cv_;      // work arrived or stop
-  std::condition_variable idleCv_;  // queue drained
-  struct Item {
-    std::function<Status()> work;
-    std::vector<std::shared_ptr<const std::atomic<bool>>> owners;
-  };
+  /// Runs the front item (the caller holds `lock` and has made itself the runner); returns with
+  /// the lock held again.
+  void runFront(std::unique_lock<std::mutex>& lock);
+  bool idle() const { return queue_.empty() && !running_; }
+  /// Runs (or waits for) everything queued, as synchronize() and the destructor need; the thread
+  /// starts no item meanwhile. Called and returns with `lock` held.
+  void drain(std::unique_lock<std::mutex>& lock);
   /// The error to report now (under mu_): clears a sticky one whose communicators are all gone.
   Status currentError();
-  std::deque<Item> queue_;
-  std::vector<std::shared_ptr<const std::atomic<bool>>> errorOwners_;  ///< of a sticky error
+
+  std::mutex mu_;
+  std::condition_variable workCv_;  ///< the thread waits here: work arrived, or stop
+  std::condition_variable idleCv_;  ///< synchronizers wait here: the runner role is free
+  RingQueue<StreamItem> queue_;
+  bool running_ = false;       ///< someone holds the runner role
+  bool threadWaits_ = false;   ///< the thread is blocked on workCv_
+  int syncers_ = 0;            ///< threads in drain(): the thread leaves the items to them
   bool errorReported_ = false;  ///< error_ was returned by synchronize() or query()
-  size_t running_ = 0;
   bool stop_ = false;
+  std::atomic<uint64_t> submitted_{0};  ///< items ever enqueued
+  std::atomic<uint64_t> finished_{0};   ///< items ever finished
+  Lives errorOwners_;                   ///< of a sticky error
   Status error_ = Status::Success;
   std::thread thread_;
 };

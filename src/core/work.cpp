@@ -2,9 +2,18 @@
 
 #include <algorithm>
 
+#include "algorithms/algorithms.hpp"
 #include "util/log.hpp"
 
 namespace nlccl::core {
+
+namespace {
+/// The registry's (static) spelling of a Plan's algorithm, for the communicator's statistics.
+const char* staticName(const plan::Plan& p) {
+  const algo::Entry* e = algo::find(p.algorithm, p.collective);
+  return e ? e->name : "other";
+}
+}  // namespace
 
 Work::~Work() {
   for (Communicator* c : pendingOn) c->removePending();
@@ -79,8 +88,8 @@ Status Work::execute() {
   if (s == Status::Success) {
     for (auto& f : finish) f();
     for (size_t i = 0; i < colls.size(); ++i)
-      collComms[i]->recordCollective(colls[i].plan->plan().algorithm, colls[i].vcall, colls[i].vend,
-                                     colls[i].bytesSent);
+      collComms[i]->recordCollective(staticName(colls[i].plan->plan()), colls[i].vcall,
+                                     colls[i].vend, colls[i].bytesSent);
     for (const engine::P2PJob& j : p2ps) {
       if (j.collectiveAlgorithm == nullptr) continue;
       for (Communicator* c : comms)

@@ -14,36 +14,50 @@
 namespace nlccl::engine {
 
 namespace {
-
 using Clock = std::chrono::steady_clock;
 using plan::Region;
 using plan::XferKind;
-
 constexpr int kMaxLoops = 64;
+}  // namespace
 
 /// Runs one rank's part of a compiled Plan. Every step instance (step, loop) starts when the
 /// compiled form's pipelining rule allows it, posts its transfers' slices, completes when they
 /// have, then runs its local ops. A step has at most one loop in flight (loop k waits for loop
 /// k-1), so transfer state is kept per transfer. Virtual time, when the transport models it, is
-/// the StepClock's business alone.
+/// the StepClock's business alone. reset() prepares a run: the per-step arrays keep their
+/// storage, so running the same Plan again allocates nothing.
 class CollRunner {
  public:
-  explicit CollRunner(CollJob& job)
-      : job_(job), cp_(*job.plan), first_(cp_.rankSteps(job.rank).first),
-        last_(cp_.rankSteps(job.rank).second) {
+  CollRunner() = default;
+  explicit CollRunner(CollJob& job) { reset(job); }
+
+  void reset(CollJob& job) {
+    job_ = &job;
+    cp_ = job.plan.get();
+    first_ = cp_->rankSteps(job.rank).first;
+    last_ = cp_->rankSteps(job.rank).second;
     es_ = dataTypeSize(job.dtype);
-    loops_ = cp_.loops(job.sliceBytes, es_, kMaxLoops);
+    loops_ = cp_->loops(job.sliceBytes, es_, kMaxLoops);
+    reducer_ = {};
     reducer_.fn = kernels::reduceKernel(job.dtype, job.op);
     reducer_.elemSize = es_;
     model_ = job.transport->timeModel();
     started_.assign(static_cast<size_t>(last_ - first_), 0);
     completed_.assign(static_cast<size_t>(last_ - first_), 0);
+    doneSteps_ = 0;
+    finished_ = false;
+    firstXfer_ = 0;
     if (last_ > first_) {
-      firstXfer_ = cp_.steps()[first_].firstXfer;
-      const plan::StepInfo& lastStep = cp_.steps()[last_ - 1];
-      xfers_.reset(new Xfer[lastStep.firstXfer + lastStep.numXfers - firstXfer_]);
+      firstXfer_ = cp_->steps()[first_].firstXfer;
+      const plan::StepInfo& lastStep = cp_->steps()[last_ - 1];
+      const size_t n = static_cast<size_t>(lastStep.firstXfer + lastStep.numXfers - firstXfer_);
+      if (n > xferCap_) {
+        xfers_.reset(new Xfer[n]);
+        xferCap_ = n;
+      }
     }
-    if (model_) clock_.emplace(cp_, job.rank, loops_, job.vstart);
+    clock_.reset();
+    if (model_) clock_.emplace(*cp_, job.rank, loops_, job.vstart);
     job.vend = job.vstart;
     if (trace::enabled()) {
       traceStart_ = trace::nowUs();
@@ -60,7 +74,7 @@ class CollRunner {
       int& completed = completed_[s - first_];
       while (completed < loops_) {
         if (started == completed) {  // idle: may the next loop start?
-          if (!cp_.mayStart(s, started, completed_.data(), first_)) break;
+          if (!cp_->mayStart(s, started, completed_.data(), first_)) break;
           NLCHECK(post(s, started));
           ++started;
           *progressed = true;
@@ -71,7 +85,7 @@ class CollRunner {
         runLocals(s, completed);
         const double vend = clock_ ? finishTime(s, completed) : 0;
         if (trace::enabled())
-          trace_events::step(job_, s, completed, loops_, stepStart_[s - first_], clock_.has_value(),
+          trace_events::step(*job_, s, completed, loops_, stepStart_[s - first_], clock_.has_value(),
                              clock_ ? clock_->startOf(s, completed) : 0, vend);
         if (++completed == loops_) ++doneSteps_;
         *progressed = true;
@@ -80,7 +94,7 @@ class CollRunner {
     if (done() && !finished_) {
       finished_ = true;
       finishAvg();
-      if (trace::enabled()) trace_events::collective(job_, traceStart_);
+      if (trace::enabled()) trace_events::collective(*job_, traceStart_);
     }
     return Status::Success;
   }
@@ -89,9 +103,9 @@ class CollRunner {
   int waitingOn() const {
     for (int s = first_; s < last_; ++s) {
       if (started_[s - first_] == completed_[s - first_]) continue;
-      const plan::StepInfo& si = cp_.steps()[s];
+      const plan::StepInfo& si = cp_->steps()[s];
       for (int x = si.firstXfer; x < si.firstXfer + si.numXfers; ++x)
-        if (!xfers_[x - firstXfer_].finished) return cp_.transfer(x).peer;
+        if (!xfers_[x - firstXfer_].finished) return cp_->transfer(x).peer;
     }
     return -1;
   }
@@ -108,9 +122,9 @@ class CollRunner {
 
   char* base(plan::Buffer b) const {
     switch (b) {
-      case plan::Buffer::Input: return static_cast<char*>(const_cast<void*>(job_.input));
-      case plan::Buffer::Output: return static_cast<char*>(job_.output);
-      case plan::Buffer::Scratch: return static_cast<char*>(job_.scratch);
+      case plan::Buffer::Input: return static_cast<char*>(const_cast<void*>(job_->input));
+      case plan::Buffer::Output: return static_cast<char*>(job_->output);
+      case plan::Buffer::Scratch: return static_cast<char*>(job_->scratch);
     }
     return nullptr;
   }
@@ -121,7 +135,7 @@ class CollRunner {
     return {base(r.buffer) + (r.offset + first) * es_, n * es_};
   }
   uint64_t tag(int s, int loop) const {
-    return makeCollTag(job_.seq, static_cast<unsigned>(cp_.steps()[s].channel),
+    return makeCollTag(job_->seq, static_cast<unsigned>(cp_->steps()[s].channel),
                        static_cast<unsigned>(loop));
   }
   /// The transport's Request for a post, with virtual time attached when there is a model.
@@ -137,22 +151,22 @@ class CollRunner {
 
   Status post(int s, int loop) {
     if (trace::enabled()) stepStart_[s - first_] = trace::nowUs();
-    const plan::StepInfo& si = cp_.steps()[s];
+    const plan::StepInfo& si = cp_->steps()[s];
     const double start = clock_ ? clock_->startOf(s, loop) : 0;
-    auto* tp = job_.transport;
+    auto* tp = job_->transport;
     for (int xi = si.firstXfer; xi < si.firstXfer + si.numXfers; ++xi) {
-      const plan::Transfer& t = cp_.transfer(xi);
+      const plan::Transfer& t = cp_->transfer(xi);
       auto [ptr, bytes] = slice(t.region, loop);
       Xfer& x = xfers_[xi - firstXfer_];
       x.forwarding = false;
       x.finished = x.skipped = bytes == 0;  // both ends compute the same empty slice
       if (x.skipped) continue;
-      const int sent = cp_.xfers()[xi].sends;
-      const bool reduced = sent >= 0 && cp_.messages()[sent].reduced;
+      const int sent = cp_->xfers()[xi].sends;
+      const bool reduced = sent >= 0 && cp_->messages()[sent].reduced;
       transport::Request* req = prepare(x.req, x.reqTime, start, t.kind == XferKind::Send && reduced);
       switch (t.kind) {
         case XferKind::Send:
-          job_.bytesSent += bytes;
+          job_->bytesSent += bytes;
           NLCHECK(tp->postSend(t.peer, tag(s, loop), ptr, bytes, req));
           break;
         case XferKind::Recv:
@@ -178,7 +192,7 @@ class CollRunner {
   }
 
   Status poll(int s, int loop, bool* complete) {
-    const plan::StepInfo& si = cp_.steps()[s];
+    const plan::StepInfo& si = cp_->steps()[s];
     for (int xi = si.firstXfer; xi < si.firstXfer + si.numXfers; ++xi) {
       Xfer& x = xfers_[xi - firstXfer_];
       if (x.finished) continue;
@@ -188,14 +202,14 @@ class CollRunner {
         continue;
       }
       if (r.status != Status::Success) return r.status;
-      const plan::Transfer& t = cp_.transfer(xi);
+      const plan::Transfer& t = cp_->transfer(xi);
       if (!x.forwarding && plan::forwards(t.kind)) {  // received: now send it on
         auto [ptr, bytes] = slice(t.region, loop);
         x.forwarding = true;
-        const bool reduced = cp_.messages()[cp_.xfers()[xi].sends].reduced;
+        const bool reduced = cp_->messages()[cp_->xfers()[xi].sends].reduced;
         transport::Request* fwd = prepare(x.fwd, x.fwdTime, x.reqTime.done, reduced);
-        job_.bytesSent += bytes;
-        NLCHECK(job_.transport->postSend(t.next, tag(s, loop), ptr, bytes, fwd));
+        job_->bytesSent += bytes;
+        NLCHECK(job_->transport->postSend(t.next, tag(s, loop), ptr, bytes, fwd));
         *complete = false;
         continue;
       }
@@ -205,7 +219,7 @@ class CollRunner {
   }
 
   double finishTime(int s, int loop) {
-    const plan::StepInfo& si = cp_.steps()[s];
+    const plan::StepInfo& si = cp_->steps()[s];
     double t = clock_->startOf(s, loop);
     for (int xi = si.firstXfer; xi < si.firstXfer + si.numXfers; ++xi) {
       const Xfer& x = xfers_[xi - firstXfer_];
@@ -213,15 +227,15 @@ class CollRunner {
       t = std::max(t, x.reqTime.done);
       if (x.forwarding) t = std::max(t, x.fwdTime.done);
     }
-    for (const plan::LocalOp& op : cp_.step(s).locals)
+    for (const plan::LocalOp& op : cp_->step(s).locals)
       t += model_->localOpTime(slice(op.src, loop).second, op.kind == plan::LocalKind::Reduce);
     clock_->complete(s, loop, t);
-    job_.vend = std::max(job_.vend, t);
+    job_->vend = std::max(job_->vend, t);
     return t;
   }
 
   void runLocals(int s, int loop) {
-    for (const plan::LocalOp& op : cp_.step(s).locals) {
+    for (const plan::LocalOp& op : cp_->step(s).locals) {
       auto [src, n] = slice(op.src, loop);
       auto [dst, m] = slice(op.dst, loop);
       if (n == 0 || src == dst) continue;
@@ -231,8 +245,8 @@ class CollRunner {
   }
 
   void finishAvg() {
-    if (job_.op != RedOp::Avg) return;
-    const plan::Plan& p = cp_.plan();
+    if (job_->op != RedOp::Avg) return;
+    const plan::Plan& p = cp_->plan();
     if (p.collective != Collective::AllReduce && p.collective != Collective::ReduceScatter &&
         p.collective != Collective::Reduce)
       return;
@@ -241,13 +255,13 @@ class CollRunner {
     req.nranks = p.nranks;
     req.count = p.count;
     req.root = p.root;
-    size_t n = plan::outputCount(req, job_.rank);
-    if (n > 0) kernels::divideByCount(job_.dtype, job_.output, n, p.nranks);
+    size_t n = plan::outputCount(req, job_->rank);
+    if (n > 0) kernels::divideByCount(job_->dtype, job_->output, n, p.nranks);
   }
 
-  CollJob& job_;
-  const plan::CompiledPlan& cp_;
-  int first_, last_;       ///< this rank's step ids
+  CollJob* job_ = nullptr;
+  const plan::CompiledPlan* cp_ = nullptr;
+  int first_ = 0, last_ = 0;  ///< this rank's step ids
   int firstXfer_ = 0;      ///< its first transfer id (xfers_ is indexed from it)
   size_t es_ = 1;
   int loops_ = 1;
@@ -256,13 +270,12 @@ class CollRunner {
   transport::Reducer reducer_;
   std::vector<int> started_, completed_;  ///< loops of each step posted / completed
   std::unique_ptr<Xfer[]> xfers_;
+  size_t xferCap_ = 0;
   int doneSteps_ = 0;
   bool finished_ = false;
   double traceStart_ = 0;           ///< NLCCL_TRACE_FILE: when the job started
   std::vector<double> stepStart_;   ///< and when each step's loop in flight was posted
 };
-
-}  // namespace
 
 namespace {
 
@@ -417,6 +430,50 @@ Status runUntilDone(std::vector<CollJob>& colls, std::vector<P2PJob>& p2ps,
 }
 
 }  // namespace
+
+Runner::Runner() : impl_(std::make_unique<CollRunner>()) {}
+Runner::~Runner() = default;
+
+Status Runner::run(CollJob& job, std::chrono::milliseconds timeout) {
+  transport::Transport* tp = job.transport;
+  job.bytesSent = 0;
+  const transport::TimeModel* m = tp->timeModel();
+  job.vstart = m ? m->clock() + m->launchOverhead() : 0;
+  CollRunner& r = *impl_;
+  r.reset(job);
+  auto fail = [&](Status s) {
+    tp->abort(s);  // operations still posted point into the runner
+    return s;
+  };
+  auto deadline = Clock::now() + timeout;
+  while (true) {
+    const uint32_t epoch = tp->activityEpoch();
+    bool progressed = false;
+    if (Status s = r.advance(&progressed); s != Status::Success) return fail(s);
+    if (!r.done()) {
+      if (Status s = tp->progress(); s != Status::Success) return fail(s);
+      if (Status s = r.advance(&progressed); s != Status::Success) return fail(s);
+    }
+    if (r.done()) break;
+    const auto now = Clock::now();
+    if (progressed) {
+      deadline = now + timeout;
+      continue;
+    }
+    if (now >= deadline) {
+      WARN("rank %d: no progress for %lld ms, waiting on peer %d", tp->rank(),
+           static_cast<long long>(timeout.count()), r.waitingOn());
+      return fail(Status::Timeout);
+    }
+    const double waitStart = trace::enabled() ? trace::nowUs() : 0;
+    tp->waitActivity(epoch, std::min<std::chrono::nanoseconds>(deadline - now,
+                                                                std::chrono::milliseconds(100)));
+    if (trace::enabled()) trace_events::wait(tp->rank(), waitStart);
+  }
+  if (transport::TimeModel* model = tp->timeModel())
+    model->setClock(std::max(model->clock(), job.vend));
+  return Status::Success;
+}
 
 Status run(std::vector<CollJob>& colls, std::vector<P2PJob>& p2ps,
            std::chrono::milliseconds timeout) {

@@ -67,6 +67,25 @@ constexpr uint64_t makeCollTag(uint64_t seq, unsigned channel, unsigned loop) {
   return ((seq & 0xffffffffffull) << 23) | (uint64_t{channel & 0x7f} << 16) | (loop & 0xffff);
 }
 
+class CollRunner;
+
+/// Runs one collective job at a time over its transport, keeping the per-step state between
+/// runs: once it has run a Plan, running it again allocates nothing (the prepared path of small
+/// collectives, STYLE.md 8). Not for concurrent use; each prepared collective owns one.
+class Runner {
+ public:
+  Runner();
+  ~Runner();
+  Runner(const Runner&) = delete;
+  Runner& operator=(const Runner&) = delete;
+  /// As run() below for one job and no point-to-point transfers, failures included (the
+  /// transport is aborted before it returns).
+  Status run(CollJob& job, std::chrono::milliseconds timeout);
+
+ private:
+  std::unique_ptr<CollRunner> impl_;
+};
+
 /// Runs every job to completion. Fails with Timeout when nothing moves for `timeout`, or with the
 /// first transport error. On failure, operations already posted may still be pending in the
 /// transports: the caller must abort them before it frees the buffers.

@@ -5,6 +5,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <climits>
 #include <ctime>
@@ -29,15 +30,30 @@ void futexWakeAll(std::atomic<uint32_t>* word, bool shared) {
   syscall(SYS_futex, reinterpret_cast<uint32_t*>(word), op, INT_MAX, nullptr, nullptr, 0);
 }
 
+bool spinWhileEqual(const std::atomic<uint32_t>* word, uint32_t seen,
+                    std::chrono::nanoseconds budget, uint32_t yieldEvery) {
+  const auto end = std::chrono::steady_clock::now() + budget;
+  for (uint32_t i = 1;; ++i) {
+    if (word->load(std::memory_order_acquire) != seen) return true;
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#endif
+    if ((i & (yieldEvery - 1)) == 0) {
+      if (std::chrono::steady_clock::now() >= end) return false;
+      sched_yield();  // a peer on this core needs it more than we do
+    }
+  }
+}
+
+int usableCpus() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (sched_getaffinity(0, sizeof set, &set) != 0) return 1;
+  return std::max(1, CPU_COUNT(&set));
+}
+
 bool Notifier::wait(uint32_t seen, std::chrono::nanoseconds timeout) {
-  // Spin a little: on a loaded 2-core machine the peer usually needs the core more than we do.
-  for (int i = 0; i < 64; ++i) {
-    if (epoch_.load(std::memory_order_acquire) != seen) return true;
-  }
-  for (int i = 0; i < 4; ++i) {
-    sched_yield();
-    if (epoch_.load(std::memory_order_acquire) != seen) return true;
-  }
+  if (spinWhileEqual(&epoch_, seen)) return true;
   sleepers_.fetch_add(1);  // seq_cst (Dekker with notify)
   bool ok = futexWait(&epoch_, seen, timeout, false);
   sleepers_.fetch_sub(1, std::memory_order_acq_rel);

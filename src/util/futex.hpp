@@ -15,6 +15,20 @@ bool futexWait(std::atomic<uint32_t>* word, uint32_t expected, std::chrono::nano
 /// Wakes all waiters on `word`.
 void futexWakeAll(std::atomic<uint32_t>* word, bool shared);
 
+/// How long a waiter polls before it blocks: long enough that a peer on another core answering a
+/// small message is seen without a sleep and a wake-up (each costs microseconds), short enough
+/// that ranks outnumbering cores give the core away soon (the poll yields every few dozen
+/// checks, so a peer on the same core runs meanwhile).
+inline constexpr std::chrono::microseconds kSpinBeforeBlock{50};
+
+/// Polls `*word` until it differs from `seen` or `budget` has passed, pausing between checks and
+/// yielding the core every `yieldEvery` of them (a power of two; 1 when ranks outnumber cores, so
+/// that the rank we wait for, likely on our core, runs at once). Returns whether it changed.
+bool spinWhileEqual(const std::atomic<uint32_t>* word, uint32_t seen,
+                    std::chrono::nanoseconds budget = kSpinBeforeBlock, uint32_t yieldEvery = 64);
+/// CPUs this process may run on (sched_getaffinity), at least 1.
+int usableCpus();
+
 /// An event counter: waiters remember epoch(), do a check, then wait(epoch) if nothing is ready.
 /// notify() bumps the epoch and wakes waiters only when someone is blocked.
 class Notifier {

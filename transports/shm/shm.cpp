@@ -154,7 +154,10 @@ Status ShmTransport::pump(int dst) {
   shm::RingControl* rc = seg.ring(rank_);
   const uint64_t slots = seg.slots(), slotBytes = seg.slotBytes();
   uint64_t head = rc->head.load(std::memory_order_relaxed);  // only we write it
-  uint64_t tail = rc->tail.load(std::memory_order_acquire);
+  // The receiver's tail as last read: it only grows, so a stale value only underestimates the
+  // free slots, and it is reread only when the FIFO looks full (the line it sits on moves between
+  // the cores on every read, and the receiver writes it for every fragment).
+  uint64_t& tail = p.tailSeen;
   while (!p.sends.empty()) {
     SendOp& op = p.sends.front();
     if (op.direct) {  // one slot with the descriptor; completes on the receiver's ack
@@ -379,12 +382,9 @@ uint32_t ShmTransport::activityEpoch() {
 
 void ShmTransport::waitActivity(uint32_t seen, std::chrono::nanoseconds timeout) {
   shm::SegmentHeader* h = own_.header();
-  for (int i = 0; i < 128; ++i)
-    if (h->epoch.load(std::memory_order_acquire) != seen) return;
-  for (int i = 0; i < 4; ++i) {
-    sched_yield();
-    if (h->epoch.load(std::memory_order_acquire) != seen) return;
-  }
+  if (spinWhileEqual(&h->epoch, seen, std::min<std::chrono::nanoseconds>(timeout, kSpinBeforeBlock),
+                     yieldEvery_))
+    return;
   // Bounded so that the caller's progress() keeps checking the peers' liveness.
   timeout = std::min<std::chrono::nanoseconds>(timeout, kCheckInterval);
   h->sleepers.fetch_add(1);  // seq_cst: pairs with ringDoorbell

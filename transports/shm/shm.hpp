@@ -41,7 +41,6 @@
 
 #include <algorithm>
 #include <chrono>
-#include <deque>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -50,6 +49,7 @@
 
 #include <unordered_map>
 
+#include "util/ring_queue.hpp"
 #include "util/shared_memory.hpp"
 #include "transports/shm/shm_segment.hpp"
 #include "transports/transport.hpp"
@@ -146,16 +146,17 @@ class ShmTransport final : public Transport {
     pid_t pid = 0;
     uint64_t startTime = 0;
     Gone gone = Gone::No;
-    std::deque<SendOp> sends;
-    std::deque<RecvOp> posted;
-    std::deque<Unexpected> unexpected;  // the in-progress one, if any, is the back
+    RingQueue<SendOp> sends;
+    RingQueue<RecvOp> posted;
+    RingQueue<Unexpected> unexpected;  // the in-progress one, if any, is the back
     Target cur = Target::None;          // where the message at our FIFO's head goes
     RecvOp curRecv{};
     uint64_t curTag = 0;
     size_t curTotal = 0;
     size_t curNext = 0;  // next expected fragment offset
+    uint64_t tailSeen = 0;  // the tail of our FIFO in the peer's segment, as last read (pump)
     // Single copy, sending side.
-    std::deque<InFlight> inflight;
+    RingQueue<InFlight> inflight;
     uint64_t directPosted = 0;
     // Single copy, receiving side.
     std::unordered_map<uint64_t, Mapped> maps;
@@ -194,11 +195,12 @@ class ShmTransport final : public Transport {
   std::chrono::milliseconds timeout_;
   std::function<Status()> health_;
   uint64_t singleCopyBytes_ = 0;
+  uint32_t yieldEvery_ = 64;  ///< waits yield every check when this host's ranks outnumber CPUs
   shm::Segment own_;
   std::vector<Peer> peers_;   ///< indexed by rank; only those in served_ are mapped
   std::vector<int> served_;   ///< the peers this transport serves (not this rank)
-  std::deque<SendOp> selfSends_;  // messages to ourselves match locally
-  std::deque<RecvOp> selfRecvs_;
+  RingQueue<SendOp> selfSends_;  // messages to ourselves match locally
+  RingQueue<RecvOp> selfRecvs_;
   std::mutex mu_;
   Status failed_ = Status::Success;
   std::chrono::steady_clock::time_point nextCheck_;

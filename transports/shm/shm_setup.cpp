@@ -89,6 +89,7 @@ Status ShmTransport::create(int rank, int nranks, std::vector<int> peers,
   std::sort(peers.begin(), peers.end());
   peers.erase(std::unique(peers.begin(), peers.end()), peers.end());
   t->served_ = std::move(peers);
+  if (static_cast<int>(t->served_.size()) + 1 > usableCpus()) t->yieldEvery_ = 1;
   NLCHECK(t->setup(allGather));
   *out = std::move(t);
   return Status::Success;
