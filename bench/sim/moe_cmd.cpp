@@ -78,7 +78,9 @@ json linkUtilisation(const fabric::Topology& topo, const moe::PhaseResult& ph, i
     rows.push_back({{"name", name}, {"util", v}});
   }
   auto sorted = ph.sim.links;
-  std::sort(sorted.begin(), sorted.end(), [](auto& a, auto& b) { return a.bytes > b.bytes; });
+  std::sort(sorted.begin(), sorted.end(), [&](auto& a, auto& b) {  // by bytes over bandwidth
+    return a.bytes / links[a.link].bwBps > b.bytes / links[b.link].bwBps;
+  });
   json top = json::array();
   for (int i = 0; i < topLinks && i < static_cast<int>(sorted.size()); ++i)
     top.push_back({{"link", topo.linkName(sorted[i].link)}, {"bytes", sorted[i].bytes},
@@ -126,7 +128,10 @@ void printPhase(const fabric::Topology& topo, const moe::PhaseResult& ph, int li
     std::printf("\n");
   }
   auto sorted = ph.sim.links;
-  std::sort(sorted.begin(), sorted.end(), [](auto& a, auto& b) { return a.bytes > b.bytes; });
+  const auto& all = topo.links();
+  std::sort(sorted.begin(), sorted.end(), [&](auto& a, auto& b) {  // by bytes over bandwidth
+    return a.bytes / all[a.link].bwBps > b.bytes / all[b.link].bwBps;
+  });
   for (int i = 0; i < links && i < static_cast<int>(sorted.size()); ++i) {
     const double bw = topo.links()[sorted[i].link].bwBps;
     std::printf("#   link %-28s %15.0f B  mean %5.3f  peak %5.3f\n",
