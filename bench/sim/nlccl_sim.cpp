@@ -102,7 +102,8 @@ int main(int argc, char** argv) {
   double windowBytes = -1;
   int showLinks = 0;
   app.add_option("collective", collName,
-                 "allreduce, allgather, reducescatter, broadcast, reduce, alltoall, alltoallv");
+                 "allreduce, allgather, reducescatter, broadcast, reduce, alltoall, alltoallv "
+                 "(nlccl-sim moe --help: MoE dispatch and combine)");
   app.add_option("-t,--topology", topoSpec,
                  "preset (trn3-us144, trn3-us144-pcie, trn3-us64, trn2-us64, nvl72), flat:<p>, "
                  "cluster:<preset>x<N> or a JSON file")

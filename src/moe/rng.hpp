@@ -53,9 +53,12 @@ class Rng {
 class AliasTable {
  public:
   explicit AliasTable(const std::vector<double>& w);
+  /// One 64-bit draw: the high half of x * n picks the column, the low half is the coin.
   int draw(Rng& rng) const {
-    const uint64_t i = rng.below(prob_.size());
-    return rng.unit() < prob_[i] ? static_cast<int>(i) : alias_[i];
+    const unsigned __int128 x = static_cast<unsigned __int128>(rng.next()) * prob_.size();
+    const uint64_t i = static_cast<uint64_t>(x >> 64);
+    const double coin = static_cast<double>(static_cast<uint64_t>(x) >> 11) * 0x1.0p-53;
+    return coin < prob_[i] ? static_cast<int>(i) : alias_[i];
   }
 
  private:

@@ -128,9 +128,12 @@ std::vector<size_t> Routing::matrix(bool combine, size_t elemBytes) const {
   const size_t p = static_cast<size_t>(ranks);
   const size_t perToken = static_cast<size_t>(tokenBytes) / elemBytes;
   std::vector<size_t> m(p * p);
-  for (size_t i = 0; i < p; ++i)
-    for (size_t j = 0; j < p; ++j)
-      m[combine ? j * p + i : i * p + j] = static_cast<size_t>(tokens[i * p + j]) * perToken;
+  constexpr size_t kTile = 64;  // the transpose in tiles, so both sides stay in cache
+  for (size_t i0 = 0; i0 < p; i0 += kTile)
+    for (size_t j0 = 0; j0 < p; j0 += kTile)
+      for (size_t i = i0; i < std::min(p, i0 + kTile); ++i)
+        for (size_t j = j0; j < std::min(p, j0 + kTile); ++j)
+          m[combine ? j * p + i : i * p + j] = static_cast<size_t>(tokens[i * p + j]) * perToken;
   return m;
 }
 
