@@ -1,7 +1,7 @@
 // nlccl-sim moe: an MoE layer's dispatch and combine all-to-all-v on the fabric model.
 //   nlccl-sim moe [--topology T] --tokens N --hidden H [--dtype bf16] --topk K --experts E
 //     [--placement contiguous|round-robin|FILE] [--dist uniform|zipf:S|hot:F[:N]|FILE]
-//     [--capacity-factor C] [--routing sample|expected] [--seed S] [--algo direct|hier|auto]
+//     [--capacity-factor C] [--routing sample|expected] [--seed S] [--algo direct|hier|hier-across|auto]
 //     [--groups 144,64] [--json FILE] [--heatmap FILE.png] [--trace FILE] [--links N]
 // Prints per phase: time, the cut lower bound, efficiency, imbalance, dropped tokens, bytes and
 // the most loaded links (docs/fabric.md, "MoE studies").
@@ -121,7 +121,7 @@ void printPhase(const fabric::Topology& topo, const moe::PhaseResult& ph, int li
               static_cast<unsigned long long>(s.bytes),
               static_cast<unsigned long long>(s.fabricBytes), s.boundAt.c_str());
   if (ph.candidates.size() > 1) {
-    std::printf("#   auto (best of simulated direct and hier):");
+    std::printf("#   auto (the fastest of those simulated):");
     for (auto& [n, t] : ph.candidates)
       if (t < 0) std::printf(" %s over the message budget (not simulated);", n.c_str());
       else std::printf(" %s %.2f us;", n.c_str(), t * 1e6);
@@ -171,7 +171,9 @@ int moeMain(int argc, char** argv, const char* argv0) {
   app.add_option("--routing", routingArg, "sample (a router's draws) or expected (no noise)")
       ->capture_default_str();
   app.add_option("--seed", spec.seed, "seed of the routing")->capture_default_str();
-  app.add_option("-a,--algo", algo, "direct, hier or auto (the faster of both, simulated)")
+  app.add_option("-a,--algo", algo,
+                 "direct, hier, hier-across (DeepSeek's order: across groups first) or auto "
+                 "(the fastest, each simulated)")
       ->capture_default_str();
   app.add_option("--groups", groupsArg, "hier: group sizes innermost first, e.g. 144,64");
   app.add_option("--direct-budget", budget, "auto: simulate direct only up to this many messages")
@@ -212,8 +214,8 @@ int moeMain(int argc, char** argv, const char* argv0) {
     std::fprintf(stderr, "nlccl-sim moe: --routing must be sample or expected\n");
     return 2;
   }
-  if (algo != "direct" && algo != "hier" && algo != "auto") {
-    std::fprintf(stderr, "nlccl-sim moe: --algo must be direct, hier or auto\n");
+  if (algo != "direct" && algo != "hier" && algo != "hier-across" && algo != "auto") {
+    std::fprintf(stderr, "nlccl-sim moe: --algo must be direct, hier, hier-across or auto\n");
     return 2;
   }
   if (moe::parsePlacement(placementArg, &spec.placement, &spec.expertRank, &err) != Status::Success ||
@@ -230,6 +232,8 @@ int moeMain(int argc, char** argv, const char* argv0) {
       std::chrono::duration<double>(std::chrono::steady_clock::now() - wall0).count();
   moe::StudyOptions so;
   so.algorithm = algo;
+  so.topologySpec = topoSpec;
+  so.overrides = sets;
   if (!groupsArg.empty()) so.groups = parseGroups(groupsArg);
   so.directMessageBudget = budget;
   so.sim.launchOverheadS = launchUs >= 0 ? launchUs * 1e-6 : -1;

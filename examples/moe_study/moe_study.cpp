@@ -58,8 +58,9 @@ int main(int argc, char** argv) {
               "experts per rank (contiguous), capacity factor %g, routing sampled (seed %lld)\n",
               tokens, hidden, expertsPerRank, cf, seed);
   std::printf("# time and bound in us; eff = bound / time; imb = largest rank load / mean; "
-              "direct is not simulated (-) above %zu messages\n", directBudget);
-  std::printf("| %-24s | %4s | %2s | %-6s | %11s | %11s | %11s | %5s | %5s | %5s | %8s |\n",
+              "direct is not simulated (-) above %zu messages; hier-across (across groups "
+              "first) needs two levels of groups\n", directBudget);
+  std::printf("| %-24s | %4s | %2s | %-11s | %11s | %11s | %11s | %5s | %5s | %5s | %8s |\n",
               "topology", "s", "k", "algo", "dispatch", "combine", "bound", "eff.d", "eff.c",
               "imb", "dropped");
   std::printf("|%s|\n", std::string(124, '-').c_str());
@@ -97,24 +98,27 @@ int main(int argc, char** argv) {
         for (int i = 0; i < rt.ranks; ++i)
           for (int j = 0; j < rt.ranks; ++j)
             messages += i != j && rt.tokens[static_cast<size_t>(i) * rt.ranks + j] != 0;
-        for (const char* algo : {"direct", "hier"}) {
+        const bool twoLevels = moe::studyGroups(topo, rt.ranks).size() == 2;
+        for (const char* algo : {"direct", "hier", "hier-across"}) {
           moe::PhaseResult ph[2];
-          const bool skip = std::string(algo) == "direct" && messages > directBudget;
+          const bool skip = (std::string(algo) == "direct" && messages > directBudget) ||
+                            (std::string(algo) == "hier-across" && !twoLevels);
           for (int c = 0; c < 2 && !skip; ++c) {
             moe::StudyOptions o;
             o.algorithm = algo;
+            o.topologySpec = t;
             if (moe::simulatePhase(topo, rt, c == 1, o, &ph[c], &err) != Status::Success) {
               std::fprintf(stderr, "moe_study: %s\n", err.c_str());
               return 1;
             }
           }
           if (skip) {
-            std::printf("| %-24s | %4s | %2s | %-6s | %11s | %11s | %11s | %5s | %5s | %5s | %8s |\n",
+            std::printf("| %-24s | %4s | %2s | %-11s | %11s | %11s | %11s | %5s | %5s | %5s | %8s |\n",
                         t.c_str(), s.c_str(), k.c_str(), algo, "-", "-", "-", "-", "-", "-", "-");
             std::fflush(stdout);
             continue;
           }
-          std::printf("| %-24s | %4s | %2s | %-6s | %11.1f | %11.1f | %11.1f | %5.2f | %5.2f | "
+          std::printf("| %-24s | %4s | %2s | %-11s | %11.1f | %11.1f | %11.1f | %5.2f | %5.2f | "
                       "%5.2f | %8lld |\n", t.c_str(), s.c_str(), k.c_str(), algo,
                       ph[0].timeS * 1e6, ph[1].timeS * 1e6, ph[0].stats.boundS * 1e6,
                       ph[0].efficiency, ph[1].efficiency, ph[0].stats.imbalance,

@@ -40,9 +40,17 @@ NLCCL_MODEL_API PhaseStats phaseStats(const fabric::Topology& topo, const Routin
                                       bool combine, double launchS = -1);
 
 struct StudyOptions {
-  /// "direct", "hier" or "auto": the faster of the two by simulating both (direct only while
-  /// its messages fit directMessageBudget; the tuner will replace this choice).
+  /// "direct", "hier", "hier-across" or "auto": the fastest of them by simulating each (direct
+  /// only while its messages fit directMessageBudget, hier-across only when topologySpec is set;
+  /// the tuner will replace this choice). `hier` exchanges inside the group first, then across
+  /// groups between ranks of the same local index; `hier-across` is DeepSeek-V3's order, across
+  /// groups first (to the same local index), then inside: the same Plan on ranks relabelled so
+  /// that the inner group is one local index of every group.
   std::string algorithm = "auto";
+  /// The spec and overrides `topo` was loaded from (Topology::load): hier-across reloads it
+  /// with a rank_to_chip list. Empty: hier-across is not available.
+  std::string topologySpec;
+  std::vector<std::string> overrides;
   /// hier's groups (innermost first); empty takes studyGroups().
   std::vector<int> groups;
   sim::Options sim;  ///< mode, launch overhead, window...; dtype is set from the routing

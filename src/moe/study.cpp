@@ -44,6 +44,46 @@ DataType typeOfSize(int bytes) {
   }
 }
 
+/// hier-across: `topo` reloaded with rank a on the chip of local index a / X in group a % X
+/// (groups {Y, X} become {X, Y}), and the phase's matrix in those labels.
+Status acrossFirst(const fabric::Topology& topo, const Routing& rt, bool combine, size_t es,
+                   const StudyOptions& opts, const std::vector<int>& groups,
+                   fabric::Topology* relabelled, std::vector<size_t>* matrix, std::string* error) {
+  const int p = rt.ranks;
+  if (opts.topologySpec.empty() || groups.size() != 2 || topo.ranksPerChip() != 1 ||
+      p != topo.numChips()) {
+    if (error)
+      *error = "hier-across needs the topology spec, two groups and one rank per chip on every "
+               "chip";
+    return Status::InvalidArgument;
+  }
+  const int Y = groups[0], X = groups[1];
+  std::vector<int> chipOf(static_cast<size_t>(p));
+  std::string list = "rank_to_chip=[";
+  for (int a = 0; a < p; ++a) {
+    chipOf[a] = topo.chipOfRank((a % X) * Y + a / X);
+    list += (a ? "," : "") + std::to_string(chipOf[a]);
+  }
+  list += "]";
+  std::vector<std::string> ov = opts.overrides;
+  ov.push_back(list);
+  NLCCL_MOE_CHECK(fabric::Topology::load(opts.topologySpec, ov, relabelled, error));
+  std::vector<int> rankOfChip(static_cast<size_t>(topo.numChips()), -1);
+  for (int r = 0; r < p; ++r) rankOfChip[topo.chipOfRank(r)] = r;
+  const size_t perToken = static_cast<size_t>(rt.tokenBytes) / es;
+  matrix->assign(static_cast<size_t>(p) * p, 0);
+  for (int a = 0; a < p; ++a) {
+    const int i = rankOfChip[chipOf[a]];
+    for (int b = 0; b < p; ++b) {
+      const int j = rankOfChip[chipOf[b]];
+      const size_t t = combine ? rt.tokens[static_cast<size_t>(j) * p + i]
+                               : rt.tokens[static_cast<size_t>(i) * p + j];
+      (*matrix)[static_cast<size_t>(a) * p + b] = t * perToken;
+    }
+  }
+  return Status::Success;
+}
+
 }  // namespace
 
 PhaseStats phaseStats(const fabric::Topology& topo, const Routing& rt, bool combine,
@@ -150,8 +190,14 @@ Status simulatePhase(const fabric::Topology& topo, const Routing& rt, bool combi
   const size_t es = dataTypeSize(so.dtype);
   res.stats = phaseStats(topo, rt, combine, so.launchOverheadS >= 0 ? so.launchOverheadS : -1);
   std::vector<std::string> names;
-  if (opts.algorithm == "auto") names = {"direct", "hier"};
-  else names = {opts.algorithm};
+  if (opts.algorithm == "auto") {
+    names = {"direct", "hier"};
+    if (!opts.topologySpec.empty() && topo.ranksPerChip() == 1 && rt.ranks == topo.numChips() &&
+        (opts.groups.empty() ? studyGroups(topo, rt.ranks) : opts.groups).size() == 2)
+      names.push_back("hier-across");
+  } else {
+    names = {opts.algorithm};
+  }
   sim::CollectiveRun run;
   run.collective = Collective::AllToAllv;
   run.nranks = rt.ranks;
@@ -167,12 +213,22 @@ Status simulatePhase(const fabric::Topology& topo, const Routing& rt, bool combi
         continue;
       }
     }
-    run.algorithm = name;
-    run.groups = name == "hier" ? (opts.groups.empty() ? studyGroups(topo, rt.ranks) : opts.groups)
-                                : std::vector<int>{};
-    run.matrix = rt.matrix(combine, es);
+    const bool across = name == "hier-across";
+    run.algorithm = across ? "hier" : name;
+    const std::vector<int> groups = opts.groups.empty() ? studyGroups(topo, rt.ranks) : opts.groups;
+    run.groups = name == "hier" ? groups : std::vector<int>{};
     sim::Result r;
-    NLCCL_MOE_CHECK(sim::simulateCollective(topo, run, so, &r, error));
+    if (across) {
+      fabric::Topology relabelled;
+      NLCCL_MOE_CHECK(acrossFirst(topo, rt, combine, es, opts, groups, &relabelled, &run.matrix,
+                                  error));
+      run.groups = {groups[1], groups[0]};
+      NLCCL_MOE_CHECK(sim::simulateCollective(relabelled, run, so, &r, error));
+      r.algorithm = name;
+    } else {
+      run.matrix = rt.matrix(combine, es);
+      NLCCL_MOE_CHECK(sim::simulateCollective(topo, run, so, &r, error));
+    }
     run.matrix = {};
     res.candidates.emplace_back(name, r.timeS);
     if (!have || r.timeS < res.timeS) {

@@ -254,3 +254,38 @@ TEST(MoeParse, DistributionsAndPlacements) {
             Status::Success);
   EXPECT_EQ(placed, (std::vector<int>{0, 0, 1, 2, 2, 3}));
 }
+
+// A hot expert on a cluster: hier gathers its dispatch onto one chip per UltraServer and sends it
+// over that chip's EFA port; hier-across (DeepSeek-V3's order) crosses UltraServers first from
+// every source's own port. Combine is the mirror image, so auto takes one for each phase.
+TEST(MoeOnCluster, AcrossFirstDispatchesASkewedRoutingFaster) {
+  const std::string spec = "cluster:trn3-us144x2";
+  const fabric::Topology topo = load(spec);
+  moe::RoutingSpec s = ::spec(288, 128, 1, 288);
+  s.sampling = moe::Sampling::Expected;
+  ASSERT_EQ(moe::parseDistribution("hot:200:1", &s.dist, nullptr), Status::Success);
+  const moe::Routing r = route(s);
+  moe::StudyOptions o;
+  o.topologySpec = spec;
+  double t[2][2];  // [phase][hier, hier-across]
+  for (int c = 0; c < 2; ++c)
+    for (int a = 0; a < 2; ++a) {
+      o.algorithm = a ? "hier-across" : "hier";
+      moe::PhaseResult ph;
+      std::string err;
+      ASSERT_EQ(moe::simulatePhase(topo, r, c == 1, o, &ph, &err), Status::Success) << err;
+      EXPECT_LE(ph.stats.boundS, ph.timeS * (1 + 1e-9));
+      t[c][a] = ph.timeS;
+    }
+  EXPECT_LT(t[0][1], t[0][0]);  // dispatch: across first wins
+  EXPECT_LT(t[1][0], t[1][1]);  // combine: inside first wins
+  o.algorithm = "auto";
+  o.directMessageBudget = 0;  // direct is slow to simulate here; auto must then skip it
+  moe::PhaseResult d, c;
+  std::string err;
+  ASSERT_EQ(moe::simulatePhase(topo, r, false, o, &d, &err), Status::Success) << err;
+  ASSERT_EQ(moe::simulatePhase(topo, r, true, o, &c, &err), Status::Success) << err;
+  EXPECT_EQ(d.algorithm, "hier-across");
+  EXPECT_EQ(c.algorithm, "hier");
+  EXPECT_EQ(d.candidates.front().second, -1.0);  // direct: over the budget, not simulated
+}
