@@ -173,7 +173,7 @@ int moeMain(int argc, char** argv, const char* argv0) {
   app.add_option("--seed", spec.seed, "seed of the routing")->capture_default_str();
   app.add_option("-a,--algo", algo,
                  "direct, hier, hier-across (DeepSeek's order: across groups first) or auto "
-                 "(the fastest, each simulated)")
+                 "(the fastest, each simulated); A,B: dispatch with A, combine with B")
       ->capture_default_str();
   app.add_option("--groups", groupsArg, "hier: group sizes innermost first, e.g. 144,64");
   app.add_option("--direct-budget", budget, "auto: simulate direct only up to this many messages")
@@ -214,10 +214,18 @@ int moeMain(int argc, char** argv, const char* argv0) {
     std::fprintf(stderr, "nlccl-sim moe: --routing must be sample or expected\n");
     return 2;
   }
-  if (algo != "direct" && algo != "hier" && algo != "hier-across" && algo != "auto") {
-    std::fprintf(stderr, "nlccl-sim moe: --algo must be direct, hier, hier-across or auto\n");
-    return 2;
+  // --algo A or A,B: dispatch with A, combine with B.
+  std::string phaseAlgo[2] = {algo, algo};
+  if (const size_t comma = algo.find(','); comma != std::string::npos) {
+    phaseAlgo[0] = algo.substr(0, comma);
+    phaseAlgo[1] = algo.substr(comma + 1);
   }
+  for (const std::string& a : phaseAlgo)
+    if (a != "direct" && a != "hier" && a != "hier-across" && a != "auto") {
+      std::fprintf(stderr, "nlccl-sim moe: --algo must be direct, hier, hier-across or auto, or "
+                           "two of them (dispatch,combine)\n");
+      return 2;
+    }
   if (moe::parsePlacement(placementArg, &spec.placement, &spec.expertRank, &err) != Status::Success ||
       moe::parseDistribution(distArg, &spec.dist, &err) != Status::Success) {
     std::fprintf(stderr, "nlccl-sim moe: %s\n", err.c_str());
@@ -244,6 +252,7 @@ int moeMain(int argc, char** argv, const char* argv0) {
   moe::PhaseResult phases[2];
   for (int c = 0; c < 2; ++c) {
     moe::StudyOptions o = so;
+    o.algorithm = phaseAlgo[c];
     o.sim.trace = c == 0 && !tracePath.empty();
     if (moe::simulatePhase(topo, rt, c == 1, o, &phases[c], &err) != Status::Success) {
       std::fprintf(stderr, "nlccl-sim moe: %s: %s\n", c ? "combine" : "dispatch", err.c_str());

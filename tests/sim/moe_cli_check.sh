@@ -20,6 +20,8 @@ for p in ("dispatch", "combine"):
     assert set(d["candidates_us"][p]) == {"direct", "hier"}
 assert d["dropped_tokens"] > 0, d["dropped_tokens"]
 PY
+"$sim" moe -t flat:8 --tokens 64 --hidden 64 --algo direct,hier --json "$d/ab.json" >/dev/null
+python3 -c 'import json,sys; a=json.load(open(sys.argv[1]))["algorithm"]; assert a == {"dispatch": "direct", "combine": "hier"}, a' "$d/ab.json"
 if "$sim" moe --tokens 4 --hidden 4 --dist zipf:x >/dev/null 2>"$d/err"; then exit 1; fi
 grep -q "zipf" "$d/err"
 if "$sim" moe --tokens 4 --hidden 4 --algo ring >/dev/null 2>"$d/err"; then exit 1; fi
