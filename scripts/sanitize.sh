@@ -18,5 +18,5 @@ cmake --build "$build" -j "$(nproc)"
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=0}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
 cd "$build"
-if [ $# -eq 0 ]; then set -- -LE "slow|packaging|torch|fuzz" -E "perf_mpirun|BootstrapProcess"; fi
+if [ $# -eq 0 ]; then set -- -LE "slow|packaging|torch|fuzz|mpirun" -E "BootstrapProcess"; fi
 ctest --output-on-failure --timeout 600 -j 2 "$@"

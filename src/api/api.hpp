@@ -4,7 +4,9 @@
 #pragma once
 
 #include <cstddef>
+#include <cstring>
 #include <new>
+#include <utility>
 
 #include "nlccl.h"
 #include "core/comm.hpp"
@@ -48,14 +50,43 @@ nlcclResult_t guard(core::Communicator* comm, F&& body) {
   return toResult(s);
 }
 
+/// guard() for calls that may block on peers (collectives, send/recv, split): the communicator
+/// stays alive until the call has returned, its error recorded included, so nlcclCommAbort from
+/// another thread (which waits for pending work) cannot free it under the call it unblocks.
+template <typename F>
+nlcclResult_t guardBlocking(core::Communicator* comm, F&& body) {
+  struct Hold {
+    core::Communicator* c = nullptr;
+    ~Hold() {
+      if (c) c->removePending();
+    }
+  } hold;
+  if (comm != nullptr && comm->valid()) {
+    comm->addPending();
+    hold.c = comm;
+  }
+  return guard(comm, std::forward<F>(body));
+}
+
+/// An enum argument's value read from its bytes. Callers may pass any int, and loading a C enum
+/// whose value lies outside its enumerators' range is undefined in C++ (UBSan's -fsanitize=enum).
+template <typename E>
+int rawEnum(const E& e) {
+  static_assert(sizeof(E) == sizeof(int));
+  int v;
+  std::memcpy(&v, &e, sizeof v);
+  return v;
+}
+
 /// InvalidArgument unless `comm` is a live communicator.
 Status checkComm(nlcclComm_t comm, const char* func);
-Status checkDataType(nlcclDataType_t t, const char* func);
-Status checkRedOp(nlcclRedOp_t op, const char* func);
+/// `t` and `op` are enum arguments read with rawEnum().
+Status checkDataType(int t, const char* func);
+Status checkRedOp(int op, const char* func);
 /// InvalidArgument when `ptr` is null while `count` elements are to be read or written.
 Status checkBuffer(const void* ptr, size_t count, const char* name, const char* func);
 /// InvalidArgument when count * factor * element size overflows size_t.
-Status checkCount(size_t count, size_t factor, nlcclDataType_t t, const char* name,
+Status checkCount(size_t count, size_t factor, int t, const char* name,
                   const char* func);
 Status checkRank(int r, int nranks, const char* name, const char* func);
 /// InvalidUsage while `comm` is suspended (nlcclCommSuspend). Call after checkComm.

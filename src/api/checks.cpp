@@ -36,18 +36,18 @@ Status checkComm(nlcclComm_t comm, const char* func) {
   return Status::Success;
 }
 
-Status checkDataType(nlcclDataType_t t, const char* func) {
-  if (static_cast<int>(t) < 0 || static_cast<int>(t) >= nlcclNumTypes) {
-    WARN("%s: datatype %d is not a valid nlcclDataType_t (0..%d)", func, static_cast<int>(t),
+Status checkDataType(int t, const char* func) {
+  if (t < 0 || t >= nlcclNumTypes) {
+    WARN("%s: datatype %d is not a valid nlcclDataType_t (0..%d)", func, t,
          nlcclNumTypes - 1);
     return Status::InvalidArgument;
   }
   return Status::Success;
 }
 
-Status checkRedOp(nlcclRedOp_t op, const char* func) {
-  if (static_cast<int>(op) < 0 || static_cast<int>(op) >= nlcclNumOps) {
-    WARN("%s: op %d is not a valid nlcclRedOp_t (0..%d)", func, static_cast<int>(op),
+Status checkRedOp(int op, const char* func) {
+  if (op < 0 || op >= nlcclNumOps) {
+    WARN("%s: op %d is not a valid nlcclRedOp_t (0..%d)", func, op,
          nlcclNumOps - 1);
     return Status::InvalidArgument;
   }
@@ -62,7 +62,7 @@ Status checkBuffer(const void* ptr, size_t count, const char* name, const char* 
   return Status::Success;
 }
 
-Status checkCount(size_t count, size_t factor, nlcclDataType_t t, const char* name,
+Status checkCount(size_t count, size_t factor, int t, const char* name,
                   const char* func) {
   size_t es = dataTypeSize(static_cast<DataType>(t));
   size_t bytes;

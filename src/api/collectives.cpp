@@ -8,7 +8,7 @@ using api::guard;
 namespace {
 
 /// The checks all collectives share; `factor` is how many counts the larger buffer holds.
-Status checkCommon(nlcclComm_t comm, size_t count, size_t factor, nlcclDataType_t dt,
+Status checkCommon(nlcclComm_t comm, size_t count, size_t factor, int dt,
                    const char* func) {
   API_CHECK(api::checkComm(comm, func));
   API_CHECK(api::checkDataType(dt, func));
@@ -25,13 +25,13 @@ enum class Where { All, RootOnly };
 nlcclResult_t run(nlcclComm_t comm, core::CollArgs a, nlcclStream_t stream, const char* func,
                   size_t factor, bool needsOp, bool needsRoot, Where send, Where recv) {
   core::Communicator* c = comm ? api::toComm(comm) : nullptr;
-  return guard(c, [&] {
-    nlcclDataType_t dt = static_cast<nlcclDataType_t>(a.dtype);
+  return api::guardBlocking(c, [&] {
+    const int dt = static_cast<int>(a.dtype);
     API_CHECK(checkCommon(comm, a.count, factor, dt, func));
     API_CHECK(api::checkActive(comm, func));
     const int op = static_cast<int>(a.op);
     const bool custom = needsOp && op >= nlcclNumOps && op <= nlcclMaxRedOp;
-    if (needsOp && !custom) API_CHECK(api::checkRedOp(static_cast<nlcclRedOp_t>(a.op), func));
+    if (needsOp && !custom) API_CHECK(api::checkRedOp(op, func));
     if (needsRoot) API_CHECK(api::checkRank(a.root, c->nranks(), "root", func));
     bool root = c->rank() == a.root;
     if (send == Where::All || root) API_CHECK(api::checkBuffer(a.send, a.count, "sendbuff", func));
@@ -46,14 +46,14 @@ size_t ranksOf(nlcclComm_t comm) {
 }
 
 core::CollArgs args(Collective coll, const void* send, void* recv, size_t count,
-                    nlcclDataType_t dt, nlcclRedOp_t op, int root) {
+                    const nlcclDataType_t& dt, const nlcclRedOp_t& op, int root) {
   core::CollArgs a;
   a.collective = coll;
   a.send = send;
   a.recv = recv;
   a.count = count;
-  a.dtype = static_cast<DataType>(dt);
-  a.op = static_cast<RedOp>(op);
+  a.dtype = static_cast<DataType>(api::rawEnum(dt));
+  a.op = static_cast<RedOp>(api::rawEnum(op));
   a.root = root;
   return a;
 }
@@ -129,8 +129,8 @@ NLCCL_API nlcclResult_t nlcclAlltoAllv(const void* sendbuff, const size_t sendco
                                        nlcclStream_t stream) {
   core::Communicator* c = comm ? api::toComm(comm) : nullptr;
   const char* func = "nlcclAlltoAllv";
-  return guard(c, [&] {
-    API_CHECK(checkCommon(comm, 0, 1, datatype, func));
+  return api::guardBlocking(c, [&] {
+    API_CHECK(checkCommon(comm, 0, 1, api::rawEnum(datatype), func));
     API_CHECK(api::checkActive(comm, func));
     const std::pair<const size_t*, const char*> arrays[] = {
         {sendcounts, "sendcounts"}, {sdispls, "sdispls"}, {recvcounts, "recvcounts"},
@@ -138,16 +138,16 @@ NLCCL_API nlcclResult_t nlcclAlltoAllv(const void* sendbuff, const size_t sendco
     for (auto [arr, name] : arrays) API_CHECK(api::checkBuffer(arr, 1, name, func));
     size_t sendTotal = 0, recvTotal = 0;
     for (int r = 0; r < c->nranks(); ++r) {
-      API_CHECK(api::checkCount(sendcounts[r], 1, datatype, "sendcounts[r]", func));
-      API_CHECK(api::checkCount(recvcounts[r], 1, datatype, "recvcounts[r]", func));
+      API_CHECK(api::checkCount(sendcounts[r], 1, api::rawEnum(datatype), "sendcounts[r]", func));
+      API_CHECK(api::checkCount(recvcounts[r], 1, api::rawEnum(datatype), "recvcounts[r]", func));
       size_t sEnd, rEnd;
       if (__builtin_add_overflow(sdispls[r], sendcounts[r], &sEnd) ||
           __builtin_add_overflow(rdispls[r], recvcounts[r], &rEnd)) {
         WARN("%s: sdispls[%d] or rdispls[%d] plus its count overflows", func, r, r);
         return Status::InvalidArgument;
       }
-      API_CHECK(api::checkCount(sEnd, 1, datatype, "sdispls[r]", func));
-      API_CHECK(api::checkCount(rEnd, 1, datatype, "rdispls[r]", func));
+      API_CHECK(api::checkCount(sEnd, 1, api::rawEnum(datatype), "sdispls[r]", func));
+      API_CHECK(api::checkCount(rEnd, 1, api::rawEnum(datatype), "rdispls[r]", func));
       sendTotal += sendcounts[r];
       recvTotal += recvcounts[r];
     }

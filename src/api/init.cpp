@@ -110,7 +110,7 @@ NLCCL_API nlcclResult_t nlcclCommInitRank(nlcclComm_t* comm, int nranks, nlcclUn
 NLCCL_API nlcclResult_t nlcclCommSplit(nlcclComm_t comm, int color, int key, nlcclComm_t* newcomm,
                                        nlcclConfig_t* config) {
   core::Communicator* c = comm ? api::toComm(comm) : nullptr;
-  return guard(c, [&] {
+  return api::guardBlocking(c, [&] {
     API_CHECK(api::checkComm(comm, "nlcclCommSplit"));
     if (newcomm == nullptr) {
       WARN("nlcclCommSplit: newcomm is NULL");
@@ -131,7 +131,10 @@ NLCCL_API nlcclResult_t nlcclCommFinalize(nlcclComm_t comm) {
     API_CHECK(api::checkComm(comm, "nlcclCommFinalize"));
     core::Communicator* c = api::toComm(comm);
     c->waitIdle();  // every call queued on a stream has run
-    return c->asyncError();
+    const Status s = c->asyncError();
+    // The failed work's message stays the last error (the guard records this thread's).
+    if (s != Status::Success) log::setLastError(c->lastError());
+    return s;
   });
 }
 

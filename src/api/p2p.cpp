@@ -7,10 +7,10 @@ using namespace nlccl;
 using api::guard;
 
 namespace {
-nlcclResult_t p2p(bool isSend, void* buf, size_t count, nlcclDataType_t dt, int peer,
+nlcclResult_t p2p(bool isSend, void* buf, size_t count, int dt, int peer,
                   nlcclComm_t comm, nlcclStream_t stream, const char* func) {
   core::Communicator* c = comm ? api::toComm(comm) : nullptr;
-  return guard(c, [&] {
+  return api::guardBlocking(c, [&] {
     API_CHECK(api::checkComm(comm, func));
     API_CHECK(api::checkActive(comm, func));
     API_CHECK(api::checkDataType(dt, func));
@@ -25,12 +25,12 @@ nlcclResult_t p2p(bool isSend, void* buf, size_t count, nlcclDataType_t dt, int 
 
 NLCCL_API nlcclResult_t nlcclSend(const void* sendbuff, size_t count, nlcclDataType_t datatype,
                                   int peer, nlcclComm_t comm, nlcclStream_t stream) {
-  return p2p(true, const_cast<void*>(sendbuff), count, datatype, peer, comm, stream, "nlcclSend");
+  return p2p(true, const_cast<void*>(sendbuff), count, api::rawEnum(datatype), peer, comm, stream, "nlcclSend");
 }
 
 NLCCL_API nlcclResult_t nlcclRecv(void* recvbuff, size_t count, nlcclDataType_t datatype, int peer,
                                   nlcclComm_t comm, nlcclStream_t stream) {
-  return p2p(false, recvbuff, count, datatype, peer, comm, stream, "nlcclRecv");
+  return p2p(false, recvbuff, count, api::rawEnum(datatype), peer, comm, stream, "nlcclRecv");
 }
 
 NLCCL_API nlcclResult_t nlcclGroupStart(void) {

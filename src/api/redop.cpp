@@ -23,16 +23,17 @@ NLCCL_API nlcclResult_t nlcclRedOpCreatePreMulSum(nlcclRedOp_t* op, void* scalar
       WARN("%s: scalar is NULL", func);
       return Status::InvalidArgument;
     }
-    API_CHECK(api::checkDataType(datatype, func));
-    if (residence != nlcclScalarDevice && residence != nlcclScalarHostImmediate) {
+    API_CHECK(api::checkDataType(api::rawEnum(datatype), func));
+    const int where = api::rawEnum(residence);
+    if (where != nlcclScalarDevice && where != nlcclScalarHostImmediate) {
       WARN("%s: residence %d is not an nlcclScalarResidence_t (nlcclScalarDevice 0, "
            "nlcclScalarHostImmediate 1)",
-           func, static_cast<int>(residence));
+           func, where);
       return Status::InvalidArgument;
     }
     core::PreMulSum m;
-    m.dtype = static_cast<DataType>(datatype);
-    m.immediate = residence == nlcclScalarHostImmediate;
+    m.dtype = static_cast<DataType>(api::rawEnum(datatype));
+    m.immediate = where == nlcclScalarHostImmediate;
     if (m.immediate) std::memcpy(m.value, scalar, dataTypeSize(m.dtype));
     else m.pointer = scalar;
     int value = 0;
@@ -49,14 +50,15 @@ NLCCL_API nlcclResult_t nlcclRedOpDestroy(nlcclRedOp_t op, nlcclComm_t comm) {
   core::Communicator* c = comm ? api::toComm(comm) : nullptr;
   return guard(c, [&] {
     API_CHECK(api::checkComm(comm, "nlcclRedOpDestroy"));
-    if (static_cast<int>(op) < nlcclNumOps) {
-      WARN("nlcclRedOpDestroy: op %d is a built-in operator", static_cast<int>(op));
+    const int value = api::rawEnum(op);
+    if (value < nlcclNumOps) {
+      WARN("nlcclRedOpDestroy: op %d is a built-in operator", value);
       return Status::InvalidArgument;
     }
-    if (!c->resources().removeOp(static_cast<int>(op))) {
+    if (!c->resources().removeOp(value)) {
       WARN("nlcclRedOpDestroy: op %d was not created on this communicator (or was destroyed "
            "already)",
-           static_cast<int>(op));
+           value);
       return Status::InvalidArgument;
     }
     return Status::Success;

@@ -78,13 +78,13 @@ NLCCL_API nlcclResult_t nlcclCommMemStats(nlcclComm_t comm, nlcclCommMemStat_t s
       return Status::InvalidArgument;
     }
     core::Communicator* c = api::toComm(comm);
-    switch (stat) {
+    switch (api::rawEnum(stat)) {
       case nlcclStatGpuMemSuspend:
       case nlcclStatGpuMemTotal: *value = c->scratchBytes(); break;
       case nlcclStatGpuMemSuspended: *value = c->suspended() ? 1 : 0; break;
       case nlcclStatGpuMemPersist: *value = 0; break;
       default:
-        WARN("nlcclCommMemStats: stat %d is not an nlcclCommMemStat_t", static_cast<int>(stat));
+        WARN("nlcclCommMemStats: stat %d is not an nlcclCommMemStat_t", api::rawEnum(stat));
         return Status::InvalidArgument;
     }
     return Status::Success;

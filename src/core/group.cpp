@@ -56,6 +56,13 @@ Status groupEnd() {
 }
 
 Status submit(std::shared_ptr<Work> work, Stream* stream) {
+  // A call made after nlcclCommRevoke is a usage error; work queued before an abort or revoke
+  // fails with RemoteError when it comes up (Work::execute).
+  for (Communicator* c : work->comms)
+    if (c->aborted()) {
+      WARN("rank %d: the communicator was revoked: it takes no new work", c->rank());
+      return Status::InvalidUsage;
+    }
   if (tDepth > 0) {
     tPending.push_back({stream, std::move(work)});
     return Status::Success;

@@ -58,6 +58,7 @@ void Stream::loop() {
     finished_.fetch_add(1);
     if (s != Status::Success && currentError() == Status::Success) {
       error_ = s;
+      errorReported_ = false;
       if (isFatal(s)) errorOwners_ = std::move(item.owners);
     }
     if (queue_.empty() && running_ == 0) idleCv_.notify_all();
@@ -69,18 +70,22 @@ Status Stream::synchronize() {
   std::unique_lock<std::mutex> lock(mu_);
   idleCv_.wait(lock, [this] { return queue_.empty() && running_ == 0; });
   Status s = currentError();
+  errorReported_ = s != Status::Success;
   if (!isFatal(s)) error_ = Status::Success;  // fatal errors stay until their comms are gone
   return s;
 }
 
 Status Stream::query() {
   std::lock_guard<std::mutex> lock(mu_);
-  if (Status s = currentError(); s != Status::Success) return s;
+  if (Status s = currentError(); s != Status::Success) {
+    errorReported_ = true;
+    return s;
+  }
   return (queue_.empty() && running_ == 0) ? Status::Success : Status::InProgress;
 }
 
 Status Stream::currentError() {
-  if (isFatal(error_)) {
+  if (isFatal(error_) && errorReported_) {
     bool anyAlive = false;
     for (const auto& o : errorOwners_) anyAlive = anyAlive || o->load();
     if (!anyAlive) {  // every communicator of the failed work was aborted or destroyed

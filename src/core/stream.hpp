@@ -2,7 +2,8 @@
 // first error a work item returns is kept and reported by synchronize() and query(). A fatal one
 // (the communicator is broken: system, internal, remote, timeout) is sticky: every later
 // synchronize() and query() reports it again, until every communicator that work used has been
-// aborted or destroyed. Other errors are reported once.
+// aborted or destroyed, and it is reported at least once even when that happened first (work
+// failed by nlcclCommAbort). Other errors are reported once.
 #pragma once
 
 #include <atomic>
@@ -53,6 +54,7 @@ class Stream {
   Status currentError();
   std::deque<Item> queue_;
   std::vector<std::shared_ptr<const std::atomic<bool>>> errorOwners_;  ///< of a sticky error
+  bool errorReported_ = false;  ///< error_ was returned by synchronize() or query()
   size_t running_ = 0;
   bool stop_ = false;
   Status error_ = Status::Success;

@@ -44,9 +44,9 @@ void Work::merge(Work&& o) {
 
 Status Work::execute() {
   for (Communicator* c : comms) {
-    if (c->aborted()) {
+    if (c->aborted()) {  // queued before the abort: it fails as the running work did
       WARN("rank %d: communicator was aborted", c->rank());
-      return Status::InvalidUsage;
+      return Status::RemoteError;
     }
     if (c->asyncError() != Status::Success) {
       WARN("rank %d: communicator has failed earlier (%s)", c->rank(), statusName(c->asyncError()));

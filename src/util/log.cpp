@@ -22,6 +22,12 @@ std::mutex gMutex;
 FILE* gOut = nullptr;
 thread_local std::string tLastError;
 thread_local int tRank = -1;
+// NLCCL_DEBUG_FILE: the path opened, and whether it was expanded before the rank was known (%r
+// as -1): the first line is usually logged before init knows the rank, so the file is renamed
+// then. %r takes the calling thread's rank, else the process's (set by process init).
+std::string gPath;
+bool gRankPending = false;
+std::atomic<int> gProcessRank{-1};
 
 uint32_t parseSubsys(const char* s) {
   if (s == nullptr || *s == '\0') return kInit | kEnv;  // NCCL's default: INIT and ENV
@@ -49,6 +55,9 @@ uint32_t parseSubsys(const char* s) {
   }
   return invert ? ~mask : mask;
 }
+
+/// The rank %r of NLCCL_DEBUG_FILE stands for in the calling thread.
+int pathRank() { return tRank >= 0 ? tRank : gProcessRank.load(); }
 
 }  // namespace
 
@@ -88,8 +97,10 @@ int loadLevel() {
   gMask.store(parseSubsys(paramDebugSubsysText()), std::memory_order_relaxed);
   const char* f = paramDebugFileText();
   if (f != nullptr && *f) {
-    std::string path = expandPath(f, tRank);
-    gOut = fopen(path.c_str(), "w");
+    const int rank = pathRank();
+    gPath = expandPath(f, rank);
+    gOut = fopen(gPath.c_str(), "w");
+    gRankPending = gOut != nullptr && strstr(f, "%r") != nullptr && rank < 0;
   }
   if (gOut == nullptr) gOut = stderr;
   gLevel.store(static_cast<int>(l), std::memory_order_release);
@@ -130,12 +141,26 @@ void trail(const char* file, int line, const char* func, Status s) {
 const std::string& lastError() { return tLastError; }
 void clearLastError() { tLastError.clear(); }
 void setLastError(const std::string& msg) { tLastError = msg; }
-void setThreadRank(int rank) { tRank = rank; }
+void setThreadRank(int rank) {
+  tRank = rank;
+  if (rank < 0) return;
+  int unknown = -1;
+  if (!gProcessRank.compare_exchange_strong(unknown, rank)) return;  // the first rank names it
+  std::lock_guard<std::mutex> lock(gMutex);
+  if (!gRankPending) return;
+  gRankPending = false;
+  const std::string path = expandPath(paramDebugFileText(), rank);
+  fclose(gOut);
+  if (std::rename(gPath.c_str(), path.c_str()) == 0) gPath = path;
+  gOut = fopen(gPath.c_str(), "a");
+  if (gOut == nullptr) gOut = stderr;
+}
 
 void reset() {
   std::lock_guard<std::mutex> lock(gMutex);
   if (gOut != nullptr && gOut != stderr) fclose(gOut);
   gOut = nullptr;
+  gRankPending = false;
   gLevel.store(-1);
 }
 

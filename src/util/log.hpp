@@ -39,7 +39,8 @@ void clearLastError();
 /// Sets the last error text without printing (for errors callers are expected to handle).
 void setLastError(const std::string& msg);
 
-/// Rank used for %r in NLCCL_DEBUG_FILE and in line prefixes (per thread; -1 when unknown).
+/// Rank used in line prefixes (per thread; -1 when unknown) and for %r in NLCCL_DEBUG_FILE (the
+/// thread's, else the first one set in the process; a file opened before it was known is renamed).
 void setThreadRank(int rank);
 
 /// `pattern` with %h (host name), %p (pid) and %r (`rank`) filled in (NLCCL_DEBUG_FILE and

@@ -126,6 +126,35 @@ std::vector<BadCall> collectiveCases() {
                [](const Ctx& c) {
                  return nlcclReduceScatter(c.send, c.send + 4 * ((c.rank + 1) % kRanks), 4, nlcclFloat, nlcclSum, c.comm, nullptr);
                }});
+  // Every other overlap of all-gather and reduce-scatter buffers (count 4, 3 ranks: the
+  // all-gather output and the reduce-scatter input hold 12 elements).
+  const char* kAgLayout = "recvbuff + rank*sendcount";
+  const char* kRsLayout = "sendbuff + rank*recvcount";
+  v.push_back({"allgather sendbuff one element into its block", 1, nlcclInvalidArgument, kAgLayout,
+               [](const Ctx& c) { return nlcclAllGather(c.recv + 4 * c.rank + 1, c.recv, 4, nlcclFloat, c.comm, nullptr); }});
+  v.push_back({"allgather sendbuff equals recvbuff off rank 0", 1, nlcclInvalidArgument, kAgLayout,
+               [](const Ctx& c) { return nlcclAllGather(c.recv, c.recv, 4, nlcclFloat, c.comm, nullptr); }});
+  v.push_back({"allgather sendbuff overlaps the start of recvbuff", 1, nlcclInvalidArgument, kAgLayout,
+               [](const Ctx& c) { return nlcclAllGather(c.send, c.send + 2, 4, nlcclFloat, c.comm, nullptr); }});
+  v.push_back({"allgather sendbuff overlaps the end of recvbuff", 1, nlcclInvalidArgument, kAgLayout,
+               [](const Ctx& c) { return nlcclAllGather(c.recv + 10, c.recv, 4, nlcclFloat, c.comm, nullptr); }});
+  v.push_back({"reducescatter recvbuff one element into its block", 1, nlcclInvalidArgument, kRsLayout,
+               [](const Ctx& c) {
+                 return nlcclReduceScatter(c.send, c.send + 4 * c.rank + 1, 4, nlcclFloat, nlcclSum, c.comm, nullptr);
+               }});
+  v.push_back({"reducescatter recvbuff equals sendbuff off rank 0", 1, nlcclInvalidArgument, kRsLayout,
+               [](const Ctx& c) { return nlcclReduceScatter(c.send, c.send, 4, nlcclFloat, nlcclSum, c.comm, nullptr); }});
+  v.push_back({"reducescatter recvbuff overlaps the end of sendbuff", 1, nlcclInvalidArgument, kRsLayout,
+               [](const Ctx& c) { return nlcclReduceScatter(c.send, c.send + 10, 4, nlcclFloat, nlcclSum, c.comm, nullptr); }});
+  v.push_back({"reducescatter recvbuff overlaps the start of sendbuff", 1, nlcclInvalidArgument, kRsLayout,
+               [](const Ctx& c) { return nlcclReduceScatter(c.send + 2, c.send, 4, nlcclFloat, nlcclSum, c.comm, nullptr); }});
+  // Partial overlaps of the collectives whose only in-place layout is sendbuff == recvbuff.
+  v.push_back({"broadcast root partial overlap", 0, nlcclInvalidArgument, "overlap",
+               [](const Ctx& c) { return nlcclBroadcast(c.send, c.send + 1, 4, nlcclFloat, 0, c.comm, nullptr); }});
+  v.push_back({"reduce root partial overlap", 0, nlcclInvalidArgument, "overlap",
+               [](const Ctx& c) { return nlcclReduce(c.send, c.send + 1, 4, nlcclFloat, nlcclSum, 0, c.comm, nullptr); }});
+  v.push_back({"alltoall partial overlap", 1, nlcclInvalidArgument, "overlap",
+               [](const Ctx& c) { return nlcclAlltoAll(c.send, c.send + 1, 4, nlcclFloat, c.comm, nullptr); }});
   // All-to-all and all-to-all-v.
   v.push_back({"alltoall null sendbuff", 1, nlcclInvalidArgument, "sendbuff",
                [](const Ctx& c) { return nlcclAlltoAll(nullptr, c.recv, 4, nlcclFloat, c.comm, nullptr); }});
@@ -215,7 +244,9 @@ TEST(Contract, ValidEdgeCasesAreAccepted) {
     EXPECT_EQ(nlcclReduce(buf.data(), r == 2 ? out.data() : nullptr, 8, nlcclFloat, nlcclSum, 2, c,
                           nullptr),
               nlcclSuccess);
-    if (r == 2) EXPECT_EQ(out[0], 6.0f);
+    if (r == 2) {
+      EXPECT_EQ(out[0], 6.0f);
+    }
     // Point to point of 0 elements with NULL buffers, in a group so the ring cannot deadlock.
     EXPECT_EQ(nlcclGroupStart(), nlcclSuccess);
     EXPECT_EQ(nlcclSend(nullptr, 0, nlcclFloat, (r + 1) % kRanks, c, nullptr), nlcclSuccess);

@@ -64,10 +64,10 @@ CollBuffers::CollBuffers(const CollCase& c, int rank, int nranks)
   // Inputs: element i of rank r's input holds value(r, i) (for in-place, written into the alias).
   if (c.collective == Collective::AllToAllv) {
     for (int j = 0; j < nranks; ++j)
-      fill(c.dtype, c.op, rank, sendPtr_, sdispls_[j], sendcounts_[j], 1000 * j);
+      fill(c.dtype, c.op, rank, nranks, sendPtr_, sdispls_[j], sendcounts_[j], 1000 * j);
   } else if ((c.collective != Collective::Broadcast && c.collective != Collective::Scatter) ||
              rank == c.root) {
-    fill(c.dtype, c.op, rank, sendPtr_, 0, inCount, 0);
+    fill(c.dtype, c.op, rank, nranks, sendPtr_, 0, inCount, 0);
   }
 }
 
@@ -100,7 +100,8 @@ std::string CollBuffers::check() const {
   const int p = nranks_;
   std::vector<double> want;
   auto expectBlock = [&](int srcRank, size_t srcBase, size_t len) {
-    for (size_t i = 0; i < len; ++i) want.push_back(inputValue(c_.dtype, c_.op, srcRank, srcBase + i));
+    for (size_t i = 0; i < len; ++i)
+      want.push_back(inputValue(c_.dtype, c_.op, srcRank, srcBase + i, p));
   };
   switch (c_.collective) {
     case Collective::AllReduce:
@@ -130,7 +131,7 @@ std::string CollBuffers::check() const {
       break;
     default: return "unsupported collective";
   }
-  std::string err = compare(c_.dtype, recvPtr_, 0, want.size(), want, p);
+  std::string err = compare(c_.dtype, recvPtr_, 0, want.size(), want);
   for (size_t i = outEnd_; i < recv_.size() && err.empty(); ++i)
     if (static_cast<unsigned char>(recv_[i]) != kCanary)
       err = "byte " + std::to_string(i - outEnd_) + " past the receive buffer was written";

@@ -11,9 +11,11 @@
 #include <chrono>
 #include <cstdio>
 #include <functional>
+#include <set>
 #include <string>
 #include <vector>
 
+#include "multirank/memfds.hpp"
 #include "nlccl.h"
 
 namespace nlccl::testing {
@@ -25,6 +27,7 @@ inline int childExit(bool ok) { return ok ? 0 : 1; }
 struct SharedId {
   std::atomic<int> state{0};  ///< 0 pending, 1 ready, 2 rank 0 failed
   nlcclUniqueId id;
+  MemfdLedger memfds;  ///< the nlccl shared memory the ranks mapped (memfds.hpp)
 };
 
 /// Rank 0's id for every rank: rank 0 makes it (its process runs the bootstrap root, as an MPI
@@ -44,9 +47,12 @@ inline int shareUniqueId(SharedId* sh, int rank, nlcclUniqueId* out) {
 /// Forks `n` ranks; returns the exit status of each (0 = success). `body` returns true on
 /// success. Children that run longer than `limitSec` are killed (status 99). The test process
 /// starts no thread before it forks (rank 0's process makes the unique id), so the children are
-/// safe under AddressSanitizer too.
+/// safe under AddressSanitizer too. `memfds` receives the nlccl shared memory the ranks mapped
+/// (recorded after init and after `body`; a body may call recordMemfds() itself): once all have
+/// exited, memfdHolders(*memfds) must be empty. `childPids` receives the ranks' process ids.
 inline std::vector<int> forkRanks(int n, const std::function<bool(int rank, nlcclComm_t comm)>& body,
                                   int limitSec = 60, nlcclConfig_t* config = nullptr,
+                                  std::set<std::string>* memfds = nullptr,
                                   std::vector<pid_t>* childPids = nullptr) {
   std::vector<int> status(n, -1);
   void* mem = mmap(nullptr, sizeof(SharedId), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS,
@@ -58,6 +64,7 @@ inline std::vector<int> forkRanks(int n, const std::function<bool(int rank, nlcc
   for (int r = 0; r < n; ++r) {
     pid_t pid = fork();
     if (pid == 0) {
+      currentLedger() = &sh->memfds;
       nlcclUniqueId id;
       if (shareUniqueId(sh, r, &id) != 0) _exit(3);
       nlcclComm_t comm = nullptr;
@@ -66,7 +73,9 @@ inline std::vector<int> forkRanks(int n, const std::function<bool(int rank, nlcc
         fprintf(stderr, "rank %d: init: %s\n", r, nlcclGetLastError(nullptr));
         _exit(2);
       }
+      recordMemfds();
       bool ok = body(r, comm);
+      recordMemfds();
       nlcclCommDestroy(comm);
       std::fflush(nullptr);
       _exit(childExit(ok));
@@ -97,12 +106,9 @@ inline std::vector<int> forkRanks(int n, const std::function<bool(int rank, nlcc
     }
     if (left > 0) usleep(2000);
   }
+  if (memfds) *memfds = sh->memfds.all();
   munmap(mem, sizeof(SharedId));
   return status;
 }
-
-/// Names of the shared-memory segments in /dev/shm made by the given processes (the shm transport
-/// names them /nlccl-<pid>-...); other tests running at the same time have their own pids.
-std::vector<std::string> nlcclShmSegments(const std::vector<pid_t>& pids);
 
 }  // namespace nlccl::testing

@@ -1,8 +1,10 @@
 // Groups: one thread driving every rank, grouped send/recv in any order, communicator split.
 #include <gtest/gtest.h>
 
+#include <functional>
 #include <memory>
 #include <numeric>
+#include <string>
 
 #include "common/threads.hpp"
 #include "multirank/collective_case.hpp"
@@ -118,6 +120,61 @@ TEST(CheckTest, MismatchedCallsAreReportedOnEveryRank) {
               nlcclSuccess);
     EXPECT_EQ(buf[0], 3.0f);
   });
+  for (auto c : comms) EXPECT_EQ(nlcclCommDestroy(c), nlcclSuccess);
+}
+
+// Every field of the signature: one rank (the first or the last) calls with another type, op,
+// root or collective; every rank fails with InvalidUsage naming that rank and what it called,
+// and the communicator goes on.
+struct Mismatch {
+  const char* what;
+  const char* named;  ///< how the odd rank's call is described
+  std::function<nlcclResult_t(bool odd, float* buf, nlcclComm_t comm)> call;
+};
+
+TEST(CheckTest, EachFieldIsComparedAndTheOddRankNamed) {
+  const std::vector<Mismatch> cases = {
+      {"type", "type int32",
+       [](bool odd, float* buf, nlcclComm_t c) {
+         return nlcclAllReduce(buf, buf, 16, odd ? nlcclInt32 : nlcclFloat, nlcclSum, c, nullptr);
+       }},
+      {"op", "op max",
+       [](bool odd, float* buf, nlcclComm_t c) {
+         return nlcclAllReduce(buf, buf, 16, nlcclFloat, odd ? nlcclMax : nlcclSum, c, nullptr);
+       }},
+      {"root", "root 1",
+       [](bool odd, float* buf, nlcclComm_t c) {
+         return nlcclBroadcast(buf, buf, 16, nlcclFloat, odd ? 1 : 0, c, nullptr);
+       }},
+      {"reduce root", "root 2",
+       [](bool odd, float* buf, nlcclComm_t c) {
+         return nlcclReduce(buf, buf, 16, nlcclFloat, nlcclSum, odd ? 2 : 1, c, nullptr);
+       }},
+      {"collective", "called allgather",
+       [](bool odd, float* buf, nlcclComm_t c) {
+         return odd ? nlcclAllGather(buf, buf + 64, 16, nlcclFloat, c, nullptr)
+                    : nlcclAllReduce(buf, buf, 16, nlcclFloat, nlcclSum, c, nullptr);
+       }},
+  };
+  setenv("NLCCL_CHECK", "1", 1);
+  std::vector<nlcclComm_t> comms(3);
+  ASSERT_EQ(nlcclCommInitAll(comms.data(), 3, nullptr), nlcclSuccess);
+  unsetenv("NLCCL_CHECK");
+  for (const Mismatch& m : cases)
+    for (int odd : {0, 2}) {
+      SCOPED_TRACE(std::string(m.what) + ", odd rank " + std::to_string(odd));
+      runRanks(3, [&](int r) {
+        std::vector<float> buf(256, 1.0f);
+        EXPECT_EQ(m.call(r == odd, buf.data(), comms[r]), nlcclInvalidUsage) << "rank " << r;
+        const std::string msg = nlcclGetLastError(comms[r]);
+        EXPECT_NE(msg.find("rank " + std::to_string(odd) + " called"), std::string::npos)
+            << "rank " << r << ": " << msg;
+        EXPECT_NE(msg.find(m.named), std::string::npos) << "rank " << r << ": " << msg;
+        ASSERT_EQ(nlcclAllReduce(buf.data(), buf.data(), 8, nlcclFloat, nlcclSum, comms[r], nullptr),
+                  nlcclSuccess);
+        EXPECT_EQ(buf[7], 3.0f);
+      });
+    }
   for (auto c : comms) EXPECT_EQ(nlcclCommDestroy(c), nlcclSuccess);
 }
 

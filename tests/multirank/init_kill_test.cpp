@@ -1,8 +1,8 @@
 // A rank killed at any moment of nlcclCommInitRank (before, during and after the bootstrap
 // exchange and the transport set-up) becomes RemoteError or Timeout on every survivor within the
-// timeout, and leaves nothing in /dev/shm. Each trial kills one rank at a delay spread over the
-// length of a whole init (measured first), so the trials land in every phase.
-#include <dirent.h>
+// timeout, and leaves no shared memory mapped or open in any process (memfds.hpp: nlccl's shared
+// memory has no names, so /dev/shm cannot show it). Each trial kills one rank at a delay spread
+// over the length of a whole init (measured first), so the trials land in every phase.
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/mman.h>
@@ -24,20 +24,10 @@ using Clock = std::chrono::steady_clock;
 
 constexpr int kTimeoutMs = 3000;
 
-/// nlccl's entries in /dev/shm (there should never be any: its shared memory has no names).
-std::set<std::string> devShm() {
-  std::set<std::string> names;
-  if (DIR* d = opendir("/dev/shm")) {
-    while (dirent* e = readdir(d))
-      if (std::string(e->d_name).find("nlccl") != std::string::npos) names.insert(e->d_name);
-    closedir(d);
-  }
-  return names;
-}
-
 // Exit codes of a rank: 0 all done; 10 + code init failed; 20 + code the first all-reduce
 // failed; 30 + code the second (the victim never joins it) failed.
 [[noreturn]] void rankMain(int n, int r, int victim, nlccl::testing::SharedId* sh) {
+  nlccl::testing::currentLedger() = &sh->memfds;
   nlcclUniqueId id;
   if (nlccl::testing::shareUniqueId(sh, r, &id) != 0) _exit(3);
   nlcclConfig_t config = NLCCL_CONFIG_INITIALIZER;
@@ -45,9 +35,11 @@ std::set<std::string> devShm() {
   nlcclComm_t comm = nullptr;
   nlcclResult_t res = nlcclCommInitRankConfig(&comm, n, id, r, &config);
   if (res != nlcclSuccess) _exit(10 + res);
+  nlccl::testing::recordMemfds();
   float x = 1, y = 0;
   res = nlcclAllReduce(&x, &y, 1, nlcclFloat, nlcclSum, comm, nullptr);
   if (res != nlcclSuccess) _exit(20 + res);
+  nlccl::testing::recordMemfds();
   if (r == victim)
     for (;;) pause();  // the victim waits for its SIGKILL; the others go on without it
   // (victim < 0: nobody is killed and every rank runs both all-reduces)
@@ -58,6 +50,7 @@ std::set<std::string> devShm() {
 struct Outcome {
   std::vector<int> status;  ///< exit code per rank (-1 killed by the test, 99 hung)
   double survivorsDoneMs = 0;  ///< from the kill to the last survivor's exit
+  std::set<std::string> memfds;  ///< the shared memory the ranks recorded
 };
 
 /// Forks n ranks and SIGKILLs `victim` `delayUs` after the last fork (never when delayUs < 0).
@@ -105,6 +98,7 @@ Outcome trial(int n, int victim, int64_t delayUs) {
         }
     if (left > 0) usleep(1000);
   }
+  out.memfds = sh->memfds.all();
   munmap(mem, sizeof(nlccl::testing::SharedId));
   return out;
 }
@@ -121,8 +115,9 @@ void killDuringInit(int n, int trials) {
   Outcome calib = trial(n, -1, -1);
   const double initUs = std::chrono::duration<double, std::micro>(Clock::now() - t0).count();
   for (int r = 0; r < n; ++r) ASSERT_EQ(calib.status[r], 0) << "an unharmed run fails (rank " << r << ")";
+  ASSERT_FALSE(calib.memfds.empty()) << "the ranks recorded no shared memory: nothing is checked";
+  EXPECT_EQ(nlccl::testing::memfdHolders(calib.memfds), std::vector<std::string>{});
   int inInit = 0, later = 0;
-  const std::set<std::string> before = devShm();
   const double span = initUs;
   for (int t = 0; t < trials; ++t) {
     const int victim = t % n;
@@ -138,10 +133,8 @@ void killDuringInit(int n, int trials) {
     }
     EXPECT_LE(o.survivorsDoneMs, kTimeoutMs + 2000.0)
         << n << " ranks, kill after " << delay << " us: survivors took longer than the timeout";
-    std::set<std::string> after = devShm();
-    for (const std::string& name : after)
-      EXPECT_TRUE(before.count(name)) << "/dev/shm/" << name << " left behind (" << n
-                                      << " ranks, kill after " << delay << " us)";
+    EXPECT_EQ(nlccl::testing::memfdHolders(o.memfds), std::vector<std::string>{})
+        << "shared memory left behind (" << n << " ranks, kill after " << delay << " us)";
   }
   std::printf("%d ranks: %d trials over %.0f us; survivors failed in init %d times, later %d\n", n,
               trials, span, inInit, later);

@@ -11,6 +11,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -26,11 +27,20 @@ namespace {
 
 constexpr size_t kThreshold = 64 << 10;  // NLCCL_SHM_SINGLE_COPY_BYTES default
 
-/// runForked as this file needs it: ranks get up to 60 s (16 and 256 MiB messages), and
-/// nlcclMemAlloc's /dev/shm entries (anyone's) count as left behind too.
+/// runForked as this file needs it: ranks get up to 60 s (16 and 256 MiB messages).
 std::vector<int> runRanks(int n, const RankFn& fn, const ParentFn& parent = {}) {
-  return runForked(n, fn, parent, ForkOptions{std::chrono::seconds(60), true});
+  return runForked(n, fn, parent, ForkOptions{std::chrono::seconds(60)});
 }
+
+/// The memfd name of allocation `id` (what /proc shows for it: memfd:nlccl-mem-<hex id>).
+std::string memfdName(uint64_t id) {
+  char buf[64];
+  snprintf(buf, sizeof buf, "nlccl-mem-%016llx", static_cast<unsigned long long>(id));
+  return buf;
+}
+
+/// True while this process maps or holds allocation `id`.
+bool held(uint64_t id) { return testing::memfdsOf(getpid()).count(memfdName(id)) > 0; }
 
 // ---- allocation ----
 
@@ -52,7 +62,8 @@ TEST(MemAlloc, AllocFreeAndArgumentChecks) {
   struct stat st;
   ASSERT_EQ(fstat(ref.fd, &st), 0);
   EXPECT_EQ(st.st_mode & 0777, 0600u);
-  EXPECT_TRUE(shmLeftovers({getpid()}, true).empty());
+  const uint64_t idP = ref.id;
+  EXPECT_TRUE(held(idP)) << memfdName(idP) << " is neither mapped nor open";
 
   void* q = nullptr;
   ASSERT_EQ(nlcclMemAlloc(&q, 1), nlcclSuccess);
@@ -72,31 +83,41 @@ TEST(MemAlloc, AllocFreeAndArgumentChecks) {
   }
   EXPECT_EQ(nlcclMemFree(nullptr), nlcclSuccess);
   EXPECT_EQ(nlcclMemFree(p), nlcclSuccess);
+  EXPECT_FALSE(held(idP)) << "a freed allocation is still mapped or open";
+  EXPECT_TRUE(held(idQ));
   EXPECT_EQ(nlcclMemFree(p), nlcclInvalidArgument);  // twice
   EXPECT_FALSE(shmem::findAllocation(p, 1, &ref));
   EXPECT_EQ(nlcclMemFree(q), nlcclSuccess);
+  EXPECT_FALSE(held(idQ));
 
   EXPECT_EQ(nlcclMemAlloc(nullptr, 10), nlcclInvalidArgument);
   EXPECT_NE(std::string(nlcclGetLastError(nullptr)).find("ptr"), std::string::npos);
   EXPECT_EQ(nlcclMemAlloc(&p, 0), nlcclInvalidArgument);
   EXPECT_NE(std::string(nlcclGetLastError(nullptr)).find("size"), std::string::npos);
   EXPECT_EQ(nlcclMemAlloc(&p, SIZE_MAX - 10), nlcclInvalidArgument);
-  EXPECT_TRUE(shmLeftovers({getpid()}, true).empty());
 }
 
 TEST(MemAlloc, ManyAllocationsLeaveNothingBehind) {
   std::vector<void*> ptrs;
+  std::set<std::string> names;
   for (int i = 0; i < 200; ++i) {
     void* p = nullptr;
     ASSERT_EQ(nlcclMemAlloc(&p, 4096 * (i % 7 + 1)), nlcclSuccess);
     static_cast<char*>(p)[0] = static_cast<char>(i);
     ptrs.push_back(p);
+    shmem::AllocationRef ref;
+    ASSERT_TRUE(shmem::findAllocation(p, 1, &ref));
+    names.insert(memfdName(ref.id));
   }
-  EXPECT_TRUE(shmLeftovers({getpid()}, true).empty());
+  EXPECT_EQ(names.size(), 200u) << "allocations share an id";
+  std::set<std::string> mine = testing::memfdsOf(getpid());
+  for (const std::string& n : names) EXPECT_TRUE(mine.count(n)) << n << " is not mapped";
   for (size_t i = 0; i < ptrs.size(); ++i) {
     EXPECT_EQ(static_cast<char*>(ptrs[i])[0], static_cast<char>(i));
     EXPECT_EQ(nlcclMemFree(ptrs[i]), nlcclSuccess);
   }
+  // Freed means unmapped and closed: no descriptor or mapping of any of them is left.
+  EXPECT_EQ(testing::memfdHolders(names), std::vector<std::string>{});
 }
 
 // ---- transport exchange ----
@@ -299,7 +320,7 @@ TEST(SingleCopy, DisabledByEnvironment) {
 // ---- failures ----
 
 // Ranks exchange 16 MiB single-copy messages in a loop; the parent SIGKILLs one mid-exchange. The
-// others fail with RemoteError on everything pending, and /dev/shm stays clean.
+// others fail with RemoteError on everything pending, and nothing stays mapped.
 void killTest(int n, int victim) {
   auto body = [n, victim](int rank, Shared* sh) {
     auto t = makeTransport(sh, rank, n);
@@ -363,6 +384,7 @@ TEST(SingleCopy, KilledPeerFailsOthers3Ranks) { killTest(3, 0); }
 /// place, at a size of a few times the threshold (an odd count: slices of uneven sizes) and a
 /// 16 MiB one.
 void allReduceCase(int n, bool expectSingleCopy) {
+  std::set<std::string> memfds;
   auto status = testing::forkRanks(n, [n, expectSingleCopy](int r, nlcclComm_t comm) {
     uint64_t recv0 = shm::singleCopyCounters().received.load();
     for (size_t count : {size_t{3} * n * (kThreshold / 4) / 2 + 5, size_t{4} << 20}) {
@@ -379,6 +401,7 @@ void allReduceCase(int n, bool expectSingleCopy) {
           fprintf(stderr, "rank %d: %s\n", r, nlcclGetLastError(comm));
           return false;
         }
+        testing::recordMemfds();  // our buffers and the peers' we read single-copy
         for (size_t i = 0; i < count; ++i) {
           float want = 0;
           for (int q = 0; q < n; ++q) want += static_cast<float>((i * 7 + q * 13) % 1001);
@@ -398,8 +421,10 @@ void allReduceCase(int n, bool expectSingleCopy) {
       return false;
     }
     return true;
-  });
+  }, 60, nullptr, &memfds);
   for (int r = 0; r < n; ++r) EXPECT_EQ(status[r], 0) << "rank " << r;
+  EXPECT_FALSE(memfds.empty());
+  EXPECT_EQ(testing::memfdHolders(memfds), std::vector<std::string>{}) << "shared memory left behind";
 }
 
 TEST(SingleCopy, AllReduce2Processes) { allReduceCase(2, true); }

@@ -38,13 +38,13 @@ if(TARGET nlccl_transport_ofi AND NLCCL_WITH_OFI AND TARGET nlccl-perf AND NLCCL
                COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/perf_check.sh mpi $<TARGET_FILE:nlccl-perf> 4
                        ${_args} -n 5 -w 2)
       set_tests_properties(perf_mpirun_ofi_np4_${_coll} PROPERTIES
-                           LABELS "multiprocess;perf" TIMEOUT 180 ENVIRONMENT "${_ofi_perf_env}")
+                           LABELS "multiprocess;perf;mpirun" TIMEOUT 180 ENVIRONMENT "${_ofi_perf_env}")
     endforeach()
     add_test(NAME perf_mpirun_ofi_np2_compare_allreduce
              COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/perf_check.sh mpi $<TARGET_FILE:nlccl-perf> 2
                      allreduce -b 8 -e 4M -f 16 --compare-mpi -n 5 -w 1)
     set_tests_properties(perf_mpirun_ofi_np2_compare_allreduce PROPERTIES
-                         LABELS "multiprocess;perf" TIMEOUT 180 ENVIRONMENT "${_ofi_perf_env}")
+                         LABELS "multiprocess;perf;mpirun" TIMEOUT 180 ENVIRONMENT "${_ofi_perf_env}")
   endif()
 endif()
 

@@ -10,6 +10,7 @@
 
 #include <cstdlib>
 #include <cstring>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -18,9 +19,10 @@
 
 namespace nlccl::testing {
 
-/// /dev/shm entries of these processes: the nlccl shm transport's (nlccl-<pid>-...) and those of
-/// libfabric's shm provider (<pid>:<domain>:<endpoint>).
-std::vector<std::string> nlcclShmSegments(const std::vector<pid_t>& pids) {
+/// /dev/shm entries of these processes: libfabric's shm provider's (<pid>:<domain>:<endpoint>)
+/// and any named nlccl-<pid>-... (nlccl's own segments are nameless memfds, checked with
+/// memfdHolders).
+std::vector<std::string> fabricShmFiles(const std::vector<pid_t>& pids) {
   std::vector<std::string> out;
   DIR* d = opendir("/dev/shm");
   if (d == nullptr) return out;
@@ -112,6 +114,7 @@ TEST_P(OfiProcessTest, EveryCollectiveAndSendRecv) {
   }
   nlcclConfig_t config = ofiConfig(20000);
   std::vector<pid_t> pids;
+  std::set<std::string> memfds;
   const bool full = prm.full;
   auto status = forkRanks(
       p,
@@ -156,9 +159,10 @@ TEST_P(OfiProcessTest, EveryCollectiveAndSendRecv) {
         }
         return true;
       },
-      full ? 600 : 90, &config, &pids);
+      full ? 600 : 90, &config, &memfds, &pids);
   for (int r = 0; r < p; ++r) EXPECT_EQ(status[r], 0) << "rank " << r;
-  EXPECT_TRUE(nlcclShmSegments(pids).empty()) << "shared memory left behind";
+  EXPECT_TRUE(fabricShmFiles(pids).empty()) << "libfabric shared memory left behind";
+  EXPECT_EQ(memfdHolders(memfds), std::vector<std::string>{}) << "shared memory left behind";
 }
 
 INSTANTIATE_TEST_SUITE_P(Ofi, OfiProcessTest,
@@ -181,6 +185,7 @@ TEST(OfiProcessFailure, KilledRankBecomesAnErrorOnTheOthers) {
   env.set("NLCCL_OFI_PROVIDER", "tcp;ofi_rxm");
   env.set("FI_TCP_IFACE", "lo");
   std::vector<pid_t> pids;
+  std::set<std::string> memfds;
   nlcclConfig_t config = ofiConfig(5000);
   auto status = forkRanks(
       3,
@@ -206,11 +211,12 @@ TEST(OfiProcessFailure, KilledRankBecomesAnErrorOnTheOthers) {
         nlcclCommAbort(comm);
         _exit(0);
       },
-      30, &config, &pids);  // a survivor still waiting after 30 s is killed: status 99
+      30, &config, &memfds, &pids);  // a survivor still waiting after 30 s is killed: status 99
   EXPECT_EQ(status[0], 0);
   EXPECT_EQ(status[1], 100 + SIGKILL);
   EXPECT_EQ(status[2], 0);
-  EXPECT_TRUE(nlcclShmSegments(pids).empty()) << "shared memory left behind";
+  EXPECT_TRUE(fabricShmFiles(pids).empty()) << "libfabric shared memory left behind";
+  EXPECT_EQ(memfdHolders(memfds), std::vector<std::string>{}) << "shared memory left behind";
 }
 
 /// Forks `n` ranks that only initialise over ofi; each returns whether init failed with

@@ -22,6 +22,13 @@
 namespace nlccl::transport::test {
 namespace {
 
+/// runForked for ranks that map no nlccl shared memory (the ofi transport alone).
+std::vector<int> runOfi(int n, const RankFn& fn, const ParentFn& parent = {}) {
+  ForkOptions opt;
+  opt.sharedMemory = false;
+  return runForked(n, fn, parent, opt);
+}
+
 int64_t nowNs() {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch())
       .count();
@@ -152,7 +159,7 @@ void runExchange(const ExchangeCase& c) {
   ScopedEnv maxMsg("NLCCL_OFI_MAX_MSG_BYTES", "16K");
   ScopedEnv force("NLCCL_OFI_FORCE_MR_LOCAL", c.registration ? "1" : "0");
   ScopedEnv cache("NLCCL_OFI_MR_CACHE", c.registration ? "2" : "64");
-  auto codes = runForked(c.nranks, [&](int r, Shared* sh) { return exchangeRank(c, r, sh); });
+  auto codes = runOfi(c.nranks, [&](int r, Shared* sh) { return exchangeRank(c, r, sh); });
   for (int r = 0; r < c.nranks; ++r) EXPECT_EQ(codes[static_cast<size_t>(r)], 0) << "rank " << r;
 }
 
@@ -169,7 +176,7 @@ TEST_P(OfiTransportTest, ReduceWithRegistration2Ranks) { runExchange({2, true, t
 // arrives first; a zero-byte message is a message too.
 TEST_P(OfiTransportTest, SameTagMatchesInPostingOrder) {
   ScopedEnv maxMsg("NLCCL_OFI_MAX_MSG_BYTES", "16K");
-  auto codes = runForked(2, [](int rank, Shared* sh) {
+  auto codes = runOfi(2, [](int rank, Shared* sh) {
     auto t = makeOfi(sh, rank, 2);
     CHILD_CHECK(t);
     const std::vector<size_t> sizes = {200000, 100, 0, 300001, 50, 0, 70000, 1};
@@ -207,7 +214,7 @@ TEST_P(OfiTransportTest, SameTagMatchesInPostingOrder) {
 TEST_P(OfiTransportTest, ManyMessagesInFlightExceedCredits) {
   ScopedEnv credits("NLCCL_OFI_CREDITS", "4");
   ScopedEnv maxMsg("NLCCL_OFI_MAX_MSG_BYTES", "16K");
-  auto codes = runForked(2, [](int rank, Shared* sh) {
+  auto codes = runOfi(2, [](int rank, Shared* sh) {
     auto t = makeOfi(sh, rank, 2);
     CHILD_CHECK(t);
     CHILD_CHECK(t->credits() == 4);
@@ -243,7 +250,7 @@ TEST_P(OfiTransportTest, ManyMessagesInFlightExceedCredits) {
 }
 
 TEST_P(OfiTransportTest, SizeMismatchIsInvalidUsage) {
-  auto codes = runForked(2, [](int rank, Shared* sh) {
+  auto codes = runOfi(2, [](int rank, Shared* sh) {
     auto t = makeOfi(sh, rank, 2);
     CHILD_CHECK(t);
     const size_t big = t->eagerBytes() * 3;
@@ -308,7 +315,7 @@ void killTest(int n, int victim) {
     sh->killedAtNs.store(nowNs());
     kill(pids[static_cast<size_t>(victim)], SIGKILL);
   };
-  expectOnlyVictimKilled(runForked(n, body, parent), victim);
+  expectOnlyVictimKilled(runOfi(n, body, parent), victim);
 }
 
 // libfabric 1.17's shm provider: a send to a peer killed while it held its region's lock spins
@@ -329,7 +336,7 @@ TEST_P(OfiTransportTest, KilledPeerFailsOthers3Ranks) {
 // abort() returns at once with receives (eager and rendezvous sized) still posted, completes
 // them with its status, and fails later posts.
 TEST_P(OfiTransportTest, AbortWithReceivesPosted) {
-  auto codes = runForked(2, [](int rank, Shared* sh) {
+  auto codes = runOfi(2, [](int rank, Shared* sh) {
     auto t = makeOfi(sh, rank, 2);
     CHILD_CHECK(t);
     std::vector<char> small(64), big(t->eagerBytes() * 4);
@@ -364,7 +371,7 @@ TEST_P(OfiTransportTest, AbortWithReceivesPosted) {
 }
 
 TEST_P(OfiTransportTest, HealthCallbackFailsEverything) {
-  auto codes = runForked(2, [](int rank, Shared* sh) {
+  auto codes = runOfi(2, [](int rank, Shared* sh) {
     auto start = Clock::now();
     auto health = [start] {
       return Clock::now() - start > milliseconds(200) ? Status::SystemError : Status::Success;
@@ -389,7 +396,7 @@ TEST_P(OfiTransportTest, HealthCallbackFailsEverything) {
 // A provider that does not exist: InvalidUsage on every rank, naming it; no crash.
 TEST_P(OfiTransportTest, MissingProviderIsInvalidUsage) {
   ScopedEnv prov("NLCCL_OFI_PROVIDER", "nonexistent");
-  auto codes = runForked(2, [](int rank, Shared* sh) {
+  auto codes = runOfi(2, [](int rank, Shared* sh) {
     Status s = Status::Success;
     auto t = makeOfi(sh, rank, 2, {}, &s);
     CHILD_CHECK(!t && s == Status::InvalidUsage);
@@ -403,7 +410,7 @@ TEST_P(OfiTransportTest, MissingProviderIsInvalidUsage) {
 
 // Ping-pong latency and one-way bandwidth between two ranks, driven as the engine drives it.
 TEST_P(OfiTransportTest, PingPongAndBandwidth2Ranks) {
-  auto codes = runForked(2, [](int rank, Shared* sh) {
+  auto codes = runOfi(2, [](int rank, Shared* sh) {
     auto t = makeOfi(sh, rank, 2);
     CHILD_CHECK(t);
     const int peer = 1 - rank;

@@ -102,7 +102,9 @@ TEST(ParityThreads, RevokedCommunicatorFailsCallsButShrinks) {
   runRanks(p, [&](int r) {
     ASSERT_EQ(nlcclCommRevoke(comms[r], NLCCL_REVOKE_DEFAULT), nlcclSuccess);
     int v = 1;
-    EXPECT_NE(nlcclAllReduce(&v, &v, 1, nlcclInt, nlcclSum, comms[r], nullptr), nlcclSuccess);
+    EXPECT_EQ(nlcclAllReduce(&v, &v, 1, nlcclInt, nlcclSum, comms[r], nullptr), nlcclInvalidUsage);
+    EXPECT_NE(std::string(nlcclGetLastError(comms[r])).find("revoked"), std::string::npos)
+        << nlcclGetLastError(comms[r]);
     nlcclComm_t shrunk = nullptr;
     ASSERT_EQ(nlcclCommShrink(comms[r], nullptr, 0, &shrunk, nullptr, NLCCL_SHRINK_DEFAULT),
               nlcclSuccess);

@@ -57,7 +57,7 @@ if(TARGET nlccl-perf)
       add_test(NAME perf_mpirun_np4_allreduce
                COMMAND bash ${_perf_check} mpi ${_perf_bin} 4 allreduce -b 8 -e 1M -f 8 -n 5 -w 2)
       set_tests_properties(perf_mpirun_np4_allreduce PROPERTIES
-                           LABELS "multiprocess;perf" TIMEOUT 180)
+                           LABELS "multiprocess;perf;mpirun" TIMEOUT 180)
       # --compare-mpi: MPI's equivalent timed in the same run; the check parses its columns.
       set(_perf_compare_cases
           "allreduce -b 8 -e 1M -f 8 -o all"
@@ -76,7 +76,7 @@ if(TARGET nlccl-perf)
         add_test(NAME perf_mpirun_np2_compare_${_coll}
                  COMMAND bash ${_perf_check} mpi ${_perf_bin} 2 ${_args} --compare-mpi -n 4 -w 1)
         set_tests_properties(perf_mpirun_np2_compare_${_coll} PROPERTIES
-                             LABELS "multiprocess;perf" TIMEOUT 180)
+                             LABELS "multiprocess;perf;mpirun" TIMEOUT 180)
       endforeach()
     endif()
   endif()

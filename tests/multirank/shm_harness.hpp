@@ -1,9 +1,9 @@
 // Harness of the shared-memory transport tests (shm_transport_test.cpp, memalloc_test.cpp): ranks
 // are forked processes that build a ShmTransport through an all-gather over a MAP_SHARED page,
-// report failed checks through their exit code, and must leave nothing behind in /dev/shm.
+// report failed checks through their exit code, and must leave nothing behind: once they have
+// exited, no process may still map or hold the shared memory they used (memfds.hpp).
 #pragma once
 
-#include <dirent.h>
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/mman.h>
@@ -19,9 +19,11 @@
 #include <functional>
 #include <memory>
 #include <new>
+#include <set>
 #include <string>
 #include <vector>
 
+#include "multirank/memfds.hpp"
 #include "transports/shm/shm.hpp"
 
 namespace nlccl::transport::test {
@@ -41,6 +43,7 @@ struct Shared {
   std::atomic<int64_t> killedAtNs;
   std::atomic<int> reaped;                  // ranks the test process has waited for
   std::atomic<uint64_t> direct[kMaxRanks];  // single-copy receives per rank, for the parent
+  testing::MemfdLedger memfds;              // the shared memory the ranks mapped
 };
 
 /// The rank of this forked process (-1 in the test process), for CHILD_CHECK's message.
@@ -82,11 +85,16 @@ inline std::unique_ptr<ShmTransport> makeTransport(Shared* sh, int rank, int nra
   Status s = ShmTransport::create(rank, nranks, makeAllGather(sh, rank, nranks), milliseconds(5000),
                                   std::move(health), &t);
   if (s != Status::Success) fprintf(stderr, "rank %d: create failed: %s\n", rank, statusName(s));
+  testing::recordMemfds();  // our segment and the peers' we mapped
   return t;
 }
 
 /// Drives the transport like the engine until every request is done; the first failure wins.
+/// Records the shared memory mapped by then (peers' buffers read single-copy, our own).
 inline Status drive(Transport& t, const std::vector<Request*>& reqs, milliseconds timeout) {
+  struct Record {
+    ~Record() { testing::recordMemfds(); }
+  } record;
   auto deadline = Clock::now() + timeout;
   while (true) {
     uint32_t epoch = t.activityEpoch();
@@ -128,26 +136,12 @@ struct ScopedEnv {
   ~ScopedEnv() { unsetenv(name.c_str()); }
 };
 
-/// /dev/shm entries nlccl made for these processes (transport segments, nlccl-<pid>-...) and, with
-/// `allocations`, for anyone through nlcclMemAlloc (nlccl-mem-...).
-inline std::vector<std::string> shmLeftovers(const std::vector<pid_t>& pids, bool allocations) {
-  std::vector<std::string> found;
-  DIR* d = opendir("/dev/shm");
-  if (!d) return found;
-  while (dirent* e = readdir(d)) {
-    std::string n = e->d_name;
-    if (allocations && n.rfind("nlccl-mem-", 0) == 0) found.push_back(n);
-    for (pid_t p : pids)
-      if (n.rfind("nlccl-" + std::to_string(p) + "-", 0) == 0) found.push_back(n);
-  }
-  closedir(d);
-  return found;
-}
-
-/// How runForked waits for its ranks and what it counts as left behind.
+/// How runForked waits for its ranks.
 struct ForkOptions {
   std::chrono::seconds limit{30};  // ranks still alive after this are killed
-  bool allocations = false;        // nlcclMemAlloc entries (anyone's) count as left behind too
+  /// The ranks map nlccl shared memory (a shm transport test): it is an error if they recorded
+  /// none. False for transports that use none (ofi): then only nothing left behind is checked.
+  bool sharedMemory = true;
 };
 
 /// A rank's body: returns its exit code (0 = success).
@@ -157,7 +151,7 @@ using ParentFn = std::function<void(Shared*, const std::vector<pid_t>&)>;
 
 /// Forks `n` ranks running `fn`; returns their exit codes (-signal when killed). `parent` runs in
 /// the test process meanwhile (e.g. to kill a rank). Ranks still alive after `opt.limit` are
-/// killed; afterwards nothing of theirs may be left in /dev/shm.
+/// killed; afterwards no process may map or hold the shared memory they recorded.
 inline std::vector<int> runForked(int n, const RankFn& fn, const ParentFn& parent = {},
                                   ForkOptions opt = {}) {
   void* mem =
@@ -171,6 +165,7 @@ inline std::vector<int> runForked(int n, const RankFn& fn, const ParentFn& paren
     pid_t pid = fork();
     if (pid == 0) {
       gRank = r;
+      testing::currentLedger() = &sh->memfds;
       int rc = fn(r, sh);
       fflush(stdout);
       fflush(stderr);
@@ -200,9 +195,11 @@ inline std::vector<int> runForked(int n, const RankFn& fn, const ParentFn& paren
     }
     usleep(1000);
   }
+  const std::set<std::string> used = sh->memfds.all();
   munmap(mem, sizeof(Shared));
-  auto left = shmLeftovers(pids, opt.allocations);
-  EXPECT_TRUE(left.empty()) << "left in /dev/shm: " << left[0];
+  if (opt.sharedMemory)
+    EXPECT_FALSE(used.empty()) << "the ranks recorded no shared memory: nothing was checked";
+  EXPECT_EQ(testing::memfdHolders(used), std::vector<std::string>{}) << "shared memory left behind";
   return codes;
 }
 

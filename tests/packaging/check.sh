@@ -13,10 +13,12 @@ lib=$(ls "$tmp"/prefix/lib*/libnlccl.so)
 bad=$(nm -D --defined-only "$lib" | awk '$2 ~ /[TDBRW]/ {print $3}' | grep -v '^nlccl' || true)
 if [ -n "$bad" ]; then echo "symbols exported beyond nlccl*:"; echo "$bad" | head; exit 1; fi
 # Every function nlccl.h declares is exported (a declared but missing entry point breaks ports).
+# (A here-string, not `echo | grep -q`: grep -q exits at the first match, echo then dies of SIGPIPE
+# and pipefail turned that into a "missing" symbol now and then.)
 syms=$(nm -D --defined-only "$lib" | awk '{print $3}')
 missing=$(grep -oE '^(nlcclResult_t|const char\*|void) +nlccl[A-Za-z0-9]+' \
             "$tmp/prefix/include/nlccl.h" | awk '{print $NF}' | while read -r f; do
-            echo "$syms" | grep -qx "$f" || echo "$f"; done)
+            grep -qx "$f" <<<"$syms" || echo "$f"; done)
 if [ -n "$missing" ]; then echo "declared in nlccl.h but not exported: $missing"; exit 1; fi
 # nccl-tests' names are installed as links to nlccl-perf.
 if [ -e "$tmp/prefix/bin/nlccl-perf" ] && [ ! -L "$tmp/prefix/bin/all_reduce_perf" ]; then

@@ -2,6 +2,11 @@
 // analytical vs flow, pipelining, FlowModel.
 #include <gtest/gtest.h>
 
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
 #include "fabric/flow_model.hpp"
 #include "sim/simulate.hpp"
 #include "sim/plans.hpp"
@@ -177,9 +182,54 @@ TEST(SimFlow, TraceHasEveryTransfer) {
   sim::Result r;
   std::string err;
   ASSERT_EQ(sim::simulate(t, simtest::ringAllReduce(4, 4096), o, &r, &err), Status::Success);
-  EXPECT_EQ(r.trace.size(), 4u * 6u);
+  ASSERT_EQ(r.trace.size(), 4u * 6u);
   const std::string path = ::testing::TempDir() + "/sim_trace.json";
   ASSERT_EQ(sim::writeChromeTrace(t, r, path, &err), Status::Success) << err;
+  // Read it back: valid JSON with one complete event per transfer (times in us, on the sender's
+  // row), a name per rank and a finish marker per rank at the rank's finish time.
+  std::ifstream in(path);
+  const auto doc = nlohmann::json::parse(in, nullptr, false);
+  ASSERT_FALSE(doc.is_discarded()) << path << " is not JSON";
+  EXPECT_EQ(doc["otherData"]["ranks"], 4);
+  EXPECT_NEAR(doc["otherData"]["time_us"].get<double>(), r.timeS * 1e6, 1e-6);
+  std::vector<nlohmann::json> sends, names, finishes;
+  for (const auto& e : doc["traceEvents"]) {
+    const std::string ph = e["ph"];
+    (ph == "X" ? sends : ph == "M" ? names : finishes).push_back(e);
+  }
+  ASSERT_EQ(sends.size(), r.trace.size());
+  EXPECT_EQ(names.size(), 4u);
+  ASSERT_EQ(finishes.size(), 4u);
+  for (size_t i = 0; i < sends.size(); ++i) {
+    const sim::TraceEvent& want = r.trace[i];
+    const auto& e = sends[i];
+    EXPECT_EQ(e["tid"], want.src) << i;
+    EXPECT_EQ(e["args"]["dst"], want.dst) << i;
+    EXPECT_EQ(e["args"]["step"], want.step) << i;
+    EXPECT_EQ(e["args"]["bytes"].get<double>(), want.bytes) << i;
+    EXPECT_EQ(e["name"], (want.reduce ? "sendReduce " : "send ") + std::to_string(want.src) +
+                             "->" + std::to_string(want.dst));
+    EXPECT_NEAR(e["ts"].get<double>(), want.startS * 1e6, 1e-6) << i;
+    EXPECT_NEAR(e["dur"].get<double>(), (want.endS - want.startS) * 1e6, 1e-6) << i;
+    EXPECT_GT(e["dur"].get<double>(), 0) << i;
+  }
+  for (int rank = 0; rank < 4; ++rank) {
+    EXPECT_EQ(finishes[rank]["tid"], rank);
+    EXPECT_NEAR(finishes[rank]["ts"].get<double>(), r.rankFinishS[rank] * 1e6, 1e-6);
+  }
+  // Every rank sends 6 messages of a 4-rank ring all-reduce, each to its right neighbour, half of
+  // them reduced on arrival (the reduce-scatter).
+  for (int rank = 0; rank < 4; ++rank) {
+    int n = 0, reduced = 0;
+    for (const auto& e : r.trace)
+      if (e.src == rank) {
+        ++n;
+        reduced += e.reduce;
+        EXPECT_EQ(e.dst, (rank + 1) % 4);
+      }
+    EXPECT_EQ(n, 6);
+    EXPECT_EQ(reduced, 3);
+  }
 }
 
 TEST(SimFlow, FlowModelIncremental) {
