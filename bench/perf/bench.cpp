@@ -1,4 +1,5 @@
 #include "bench.hpp"
+#include "moe_pattern.hpp"
 
 #include <unistd.h>
 
@@ -467,8 +468,11 @@ int RankBench::run() {
   if (rep) rep->header(ranks);
 
   const size_t pad = o_.unalign * 8;  // -u: room to start `unalign` elements of any type late
-  send_ = std::make_unique<Buffer>(o_.maxBytes + pad);
-  recv_ = std::make_unique<Buffer>(o_.maxBytes + pad);
+  // --moe: a hot receiver's (or busy sender's) buffer holds more than the mean S.
+  const size_t bufBytes = moeActive() ? std::max(o_.maxBytes, moeBufferBytes(o_.maxBytes, n_))
+                                      : o_.maxBytes;
+  send_ = std::make_unique<Buffer>(bufBytes + pad);
+  recv_ = std::make_unique<Buffer>(bufBytes + pad);
   registerBuffers();
 
   if (o_.coll == Coll::HyperCube && (n_ & (n_ - 1)) != 0) {

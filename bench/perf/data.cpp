@@ -1,4 +1,5 @@
 #include "data.hpp"
+#include "moe_pattern.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -223,6 +224,7 @@ double reduceExpected(const CheckCase& c, const Gen& g, size_t i) {
 }  // namespace
 
 size_t a2avCount(int from, int to, size_t per, int n) {
+  if (moeActive()) return moeCount(from, to, per, n);  // --moe: the routing generator's counts
   const int k = ((to - from) % n + n) % n;  // a Latin square: rows and columns sum alike
   if (n % 2 == 1 && k == n - 1) return per;
   const size_t small = per / 2;
@@ -264,6 +266,7 @@ Counts collCounts(Coll c, size_t count, int n) {
     case Coll::AlltoAll:
     case Coll::AlltoAllv:
       k = {per * n, per * n, per, 0, 0};
+      if (c == Coll::AlltoAllv && moeActive()) k = {moeMaxSend(per, n), moeMaxRecv(per, n), per, 0, 0};
       break;
     default:
       k = {count, count, count, 0, 0};

@@ -3,6 +3,7 @@
 // which CLI11 does not model well. Every flag of nccl-tests 2.19 is accepted with its meaning;
 // docs/nlccl-perf.md says how each applies on a host.
 #include "options.hpp"
+#include "moe_pattern.hpp"
 
 #include <cerrno>
 #include <cstdio>
@@ -87,6 +88,8 @@ void usage(FILE* f) {
       "  --json <file>                as -J\n"
       "  --csv <file>                 the results as CSV\n"
       "  --compare-mpi                also time MPI's equivalent (under mpirun only)\n"
+      "  --moe tokens=N[,topk=K,experts=E,dist=D,placement=P,cf=C,routing=R,seed=S]\n"
+      "                               alltoallv: per-peer sizes from the MoE routing generator\n"
       "  -h,--help                    this text\n"
       "Under mpirun (built with MPI) each process holds -t x -g ranks.\n");
 }
@@ -288,7 +291,7 @@ int parseOptions(int argc, char** argv, Options* o, bool* exitNow) {
       if (a.size() > 2) value = argv[i] + 2;
     }
     const bool nlcclLong = longName == "np" || longName == "json" || longName == "csv" ||
-                           longName == "corrupt-result";
+                           longName == "corrupt-result" || longName == "moe";
     if (!longName.empty() && !nlcclLong) {
       letter = letterOf(longName);
       if (letter == 0) return bad(flag, argv[i], "unknown flag");
@@ -305,6 +308,8 @@ int parseOptions(int argc, char** argv, Options* o, bool* exitNow) {
       if (longName == "np") {
         if (!parseInt(value, 1, 4096, &v)) return bad(flag, value, "need a rank count in 1..4096");
         o->np = static_cast<int>(v);
+      } else if (longName == "moe") {
+        if (!setMoeSpec(value, &why)) return bad(flag, value, why.c_str());
       } else if (longName == "corrupt-result") {
         if (!parseInt(value, 0, 1 << 20, &v)) return bad(flag, value, "need a rank");
         o->corruptRank = static_cast<int>(v);
@@ -411,6 +416,10 @@ int parseOptions(int argc, char** argv, Options* o, bool* exitNow) {
   if (o->ranksPerProcess() > 1024) {
     std::fprintf(stderr, "nlccl-perf: -t x -g: %d ranks per process is more than 1024\n",
                  o->ranksPerProcess());
+    return 2;
+  }
+  if (moeActive() && o->coll != Coll::AlltoAllv) {
+    std::fprintf(stderr, "nlccl-perf: --moe: per-peer sizes apply to alltoallv only\n");
     return 2;
   }
   if (o->perIterSkip > 0 && o->perIterSkip >= o->iters) {

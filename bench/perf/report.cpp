@@ -1,4 +1,5 @@
 #include "report.hpp"
+#include "moe_pattern.hpp"
 
 #include <fcntl.h>
 #include <unistd.h>
@@ -153,6 +154,7 @@ void Reporter::header(const std::vector<RankInfo>& ranks) {
   if (opts_.parallelInit)
     std::printf("# Parallel Init Enabled: threads call into NlcclInitRank concurrently \n");
   if (opts_.timeoutSec > 0) std::printf("# Timeout: %d s per test\n", opts_.timeoutSec);
+  if (moeActive()) std::printf("# %s\n", moeDescription(nranks_).c_str());
   std::printf("#\n");
   if (!jsonPath_.empty()) {
     nlohmann::ordered_json cfg = {{"nthreads", opts_.threads},

@@ -2,6 +2,7 @@
 //           [-d DTYPE] [--mode analytical|flow] [--trace FILE] [--json FILE] [--alpha-us A]
 //           [--bw-GBps B] [--set key=value ...]
 // Prints the nlccl-perf (nccl-tests) table with modelled time instead of measured time.
+// nlccl-sim moe ... : MoE dispatch and combine (moe_cmd.cpp).
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <cmath>
@@ -10,6 +11,7 @@
 #include <nlohmann/json.hpp>
 #include <random>
 
+#include "moe_cmd.hpp"
 #include "nlccl/sim.hpp"
 #include "nlccl/topology.hpp"
 #include "util/dtype.hpp"
@@ -87,6 +89,8 @@ bool skewMatrix(const std::string& skew, int p, size_t perRank, unsigned seed,
 }  // namespace
 
 int main(int argc, char** argv) {
+  if (argc > 1 && std::string(argv[1]) == "moe")
+    return simtool::moeMain(argc - 1, argv + 1, argv[0]);
   CLI::App app{"nlccl-sim: modelled collective performance on a fabric topology"};
   std::string collName, topoSpec = "trn3-us144", algoName, minS = "8", maxS = "128M", dtypeName = "float",
               opName = "sum", modeName = "flow", tracePath, jsonPath, groupsArg, levelAlgosArg;
@@ -98,7 +102,8 @@ int main(int argc, char** argv) {
   double windowBytes = -1;
   int showLinks = 0;
   app.add_option("collective", collName,
-                 "allreduce, allgather, reducescatter, broadcast, reduce, alltoall, alltoallv");
+                 "allreduce, allgather, reducescatter, broadcast, reduce, alltoall, alltoallv "
+                 "(nlccl-sim moe --help: MoE dispatch and combine)");
   app.add_option("-t,--topology", topoSpec,
                  "preset (trn3-us144, trn3-us144-pcie, trn3-us64, trn2-us64, nvl72), flat:<p>, "
                  "cluster:<preset>x<N> or a JSON file")

@@ -43,7 +43,13 @@ if(TARGET nlccl-perf)
            COMMAND bash ${_perf_check} fork ${_perf_bin} 4 alltoall -b 64 -e 1M -f 8 -n 5 -w 2)
   add_test(NAME perf_fork_np4_hypercube
            COMMAND bash ${_perf_check} fork ${_perf_bin} 4 hypercube -b 64 -e 1M -f 8 -n 3 -w 1)
-  set_tests_properties(perf_fork_np4_allreduce perf_fork_np4_alltoall perf_fork_np4_hypercube PROPERTIES
+  # MoE-shaped all-to-all-v (issue 17): the routing generator's counts (skewed, top-2, capacity
+  # drops, two experts per rank) run for real over shm by 4 processes, every element checked.
+  add_test(NAME perf_fork_np4_alltoallv_moe
+           COMMAND bash ${_perf_check} fork ${_perf_bin} 4 alltoallv -b 64K -e 4M -f 4 -n 3 -w 1
+                   -d all --moe tokens=256,topk=2,experts=8,dist=zipf:1.2,cf=1.25,seed=3)
+  set_tests_properties(perf_fork_np4_allreduce perf_fork_np4_alltoall perf_fork_np4_hypercube
+                       perf_fork_np4_alltoallv_moe PROPERTIES
                        LABELS "multiprocess;perf" TIMEOUT 180)
   if(NLCCL_WITH_MPI)
     find_program(_perf_mpirun NAMES mpirun)
