@@ -143,6 +143,10 @@ struct Link::Impl {
         connectFailed(Status::RemoteError,
                       "the bootstrap root refused every connection until the timeout (its process "
                       "is gone?): " + ec.message());
+      else if (ec == asio::error::connection_reset || ec == asio::error::connection_aborted ||
+               ec == asio::error::timed_out || ec == asio::error::eof)
+        connectFailed(Status::RemoteError, "the bootstrap root dropped the connection: " +
+                                               ec.message());  // its process died mid-accept
       else
         connectFailed(Status::SystemError, ec.message());
     });

@@ -438,7 +438,8 @@ Status Runner::run(CollJob& job, std::chrono::milliseconds timeout) {
   transport::Transport* tp = job.transport;
   job.bytesSent = 0;
   const transport::TimeModel* m = tp->timeModel();
-  job.vstart = m ? m->clock() + m->launchOverhead() : 0;
+  job.vcall = m ? m->clock() : 0;
+  job.vstart = m ? job.vcall + m->launchOverhead() : 0;
   CollRunner& r = *impl_;
   r.reset(job);
   auto fail = [&](Status s) {

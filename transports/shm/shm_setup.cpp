@@ -143,9 +143,10 @@ Status ShmTransport::setup(const AllGatherFn& allGather) {
     if (Status os = shm::Segment::open(b.pid, where, nranks_, p, &peer.seg); os != Status::Success) {
       // A peer that died since the exchange took its segment with it: that is the peer's
       // failure (RemoteError), not ours. A dying process closes its descriptors before it
-      // becomes a zombie, so give it a moment to show as dead.
+      // becomes a zombie, so give it a moment to show as dead (up to 2 s: on a loaded host the
+      // exit of a killed process can take longer than 200 ms, and this is the error path only).
       bool dead = false;
-      for (int i = 0; i < 40 && !(dead = processDead(peer.pid, peer.startTime)); ++i)
+      for (int i = 0; i < 400 && !(dead = processDead(peer.pid, peer.startTime)); ++i)
         usleep(5000);
       if (dead) {
         WARN("shm: rank %d: peer rank %d (pid %d) died during setup", rank_, p, b.pid);
