@@ -55,6 +55,27 @@ Status hierShape(const Communicator& comm, plan::Request* req) {
   return Status::Success;
 }
 
+/// The tuner's choice for `a` (NLCCL_ALGO / the config left it at auto): the algorithm, hier's
+/// levels and their algorithms, and the slice (-1: the configured one).
+Status tuned(Communicator* comm, const CollArgs& a, plan::Request* req, std::string* algo,
+             int64_t* slice) {
+  const size_t es = dataTypeSize(a.dtype);
+  const bool perRank = a.collective == Collective::AllGather ||
+                       a.collective == Collective::ReduceScatter ||
+                       a.collective == Collective::AllToAll ||
+                       a.collective == Collective::Gather || a.collective == Collective::Scatter;
+  const size_t bytes = a.count * es * (perRank ? static_cast<size_t>(comm->nranks()) : 1);
+  tuner::Choice choice;
+  NLCHECK(comm->tune(a.collective, bytes, a.root, a.dtype, &choice));
+  *algo = choice.best.algorithm;
+  *slice = choice.best.sliceBytes;
+  if (*algo == "hier") {
+    req->groups = choice.groups;
+    req->levelAlgorithms = choice.best.levelAlgorithms;
+  }
+  return Status::Success;
+}
+
 /// True when block j starts where blocks 0..j-1 end (the Plan's packed layout).
 bool packed(const size_t* counts, const size_t* displs, int p) {
   size_t at = 0;
@@ -217,6 +238,8 @@ Status allToAllv(Communicator* comm, const CollArgs& a, Stream* stream) {
     return Status::InvalidArgument;
   }
   std::string algo = comm->algorithmFor(Collective::AllToAllv);
+  // The matrix is known only after the counts are exchanged: auto is direct here.
+  if (algo == algo::kAuto) algo = "direct";
   if (algo != "direct") return allToAllvPlanned(comm, a, stream, algo);
   auto work = std::make_shared<Work>();
   work->addComm(comm);
@@ -297,7 +320,12 @@ Status collective(Communicator* comm, const CollArgs& a, Stream* stream) {
   req.root = a.root;
   req.inPlace = inPlace;
   std::string algo = comm->algorithmFor(a.collective);
-  if (algo == "hier") NLCHECK(hierShape(*comm, &req));
+  int64_t slice = -1;
+  if (algo == algo::kAuto) {
+    NLCHECK(tuned(comm, a, &req, &algo, &slice));
+  } else if (algo == "hier") {
+    NLCHECK(hierShape(*comm, &req));
+  }
   std::shared_ptr<const plan::CompiledPlan> plan;
   NLCHECK(comm->getPlan(req, algo, &plan));
 
@@ -320,7 +348,7 @@ Status collective(Communicator* comm, const CollArgs& a, Stream* stream) {
   job.op = a.op;
   job.transport = comm->transport();
   job.seq = comm->nextCollSeq();
-  job.sliceBytes = comm->config().sliceBytes;
+  job.sliceBytes = slice >= 0 ? static_cast<size_t>(slice) : comm->config().sliceBytes;
   work->colls.push_back(std::move(job));
   work->collComms.push_back(comm);
   if (comm->config().check) {

@@ -14,6 +14,8 @@
 #include <vector>
 
 #include "algorithms/selection.hpp"
+#include "nlccl/topology.hpp"
+#include "nlccl/tuner.hpp"
 #include "plan/compiled.hpp"
 #include "transports/transport.hpp"
 #include "core/rendezvous.hpp"
@@ -83,6 +85,14 @@ class Communicator {
   Status setAlgorithms(const std::string& spec);
   std::string algorithmFor(Collective c) const;
 
+  /// The tuner's choice for a collective of S = `bytes` (nccl-tests' total size), memoised per
+  /// (collective, root, size class: bytes rounded down to a power of two). Every rank computes
+  /// the same choice: the fabric and the model are the same on every rank.
+  Status tune(Collective c, size_t bytes, int root, DataType dtype, tuner::Choice* out);
+  /// The fabric the tuner models this communicator on (built at the first tune): the modelled
+  /// fabric over the neuronlink transport, else the host fabric (tuner/host_fabric.hpp).
+  Status tunerFabric(const fabric::Topology** out);
+
   /// The compiled Plan for `req` with algorithm `algo`, built and compiled once and cached.
   Status getPlan(const plan::Request& req, const std::string& algo,
                  std::shared_ptr<const plan::CompiledPlan>* out);
@@ -144,6 +154,9 @@ class Communicator {
                                            b.algorithm, b.groups, b.levels);
     }
   };
+  std::mutex tuneMu_;
+  std::unique_ptr<fabric::Topology> fabric_;
+  std::map<std::tuple<Collective, int, int>, tuner::Choice> tuned_;
   std::mutex planMu_;
   std::map<PlanKey, std::shared_ptr<const plan::CompiledPlan>> plans_;
   std::shared_ptr<ScratchPool> scratchPool_ = std::make_shared<ScratchPool>();
