@@ -55,16 +55,19 @@ Status hierShape(const Communicator& comm, plan::Request* req) {
   return Status::Success;
 }
 
+/// True when a call's count is per rank (nccl-tests' S is count x nranks elements).
+bool perRankCount(Collective c) {
+  return c == Collective::AllGather || c == Collective::ReduceScatter ||
+         c == Collective::AllToAll || c == Collective::Gather || c == Collective::Scatter;
+}
+
 /// The tuner's choice for `a` (NLCCL_ALGO / the config left it at auto): the algorithm, hier's
 /// levels and their algorithms, and the slice (-1: the configured one).
 Status tuned(Communicator* comm, const CollArgs& a, plan::Request* req, std::string* algo,
              int64_t* slice) {
   const size_t es = dataTypeSize(a.dtype);
-  const bool perRank = a.collective == Collective::AllGather ||
-                       a.collective == Collective::ReduceScatter ||
-                       a.collective == Collective::AllToAll ||
-                       a.collective == Collective::Gather || a.collective == Collective::Scatter;
-  const size_t bytes = a.count * es * (perRank ? static_cast<size_t>(comm->nranks()) : 1);
+  const size_t bytes =
+      a.count * es * (perRankCount(a.collective) ? static_cast<size_t>(comm->nranks()) : 1);
   tuner::Choice choice;
   NLCHECK(comm->tune(a.collective, bytes, a.root, a.dtype, &choice));
   *algo = choice.best.algorithm;
@@ -349,6 +352,19 @@ Status collective(Communicator* comm, const CollArgs& a, Stream* stream) {
   job.transport = comm->transport();
   job.seq = comm->nextCollSeq();
   job.sliceBytes = slice >= 0 ? static_cast<size_t>(slice) : comm->config().sliceBytes;
+  PredictCall predict;
+  predict.collective = a.collective;
+  predict.bytes = a.count * es * (perRankCount(a.collective) ? static_cast<size_t>(comm->nranks()) : 1);
+  predict.root = a.root;
+  predict.dtype = a.dtype;
+  predict.candidate.algorithm = algo;
+  predict.candidate.levelAlgorithms = req.levelAlgorithms;
+  predict.candidate.sliceBytes = static_cast<int64_t>(job.sliceBytes);
+  // hier without groups runs one level (algorithms/hier.cpp): say so, or the simulator would
+  // take the fabric's levels.
+  predict.groups = req.groups.empty() && algo == "hier" ? std::vector<int>{comm->nranks()}
+                                                        : req.groups;
+  work->predictions.push_back(std::move(predict));
   work->colls.push_back(std::move(job));
   work->collComms.push_back(comm);
   if (comm->config().check) {

@@ -113,6 +113,29 @@ Status Communicator::tune(Collective c, size_t bytes, int root, DataType dtype,
   return Status::Success;
 }
 
+Status Communicator::predict(const PredictCall& call, double* seconds) {
+  std::lock_guard<std::mutex> lock(tuneMu_);
+  const fabric::Topology* topo = nullptr;
+  NLCHECK(tunerFabric(&topo));
+  tuner::Query q;
+  q.collective = call.collective;
+  q.bytes = call.bytes;
+  q.nranks = nranks_;
+  q.root = call.root;
+  q.dtype = call.dtype;
+  q.groups = call.groups;
+  sim::Result r;
+  std::string error;
+  if (tuner::simulateCandidate(*topo, q, call.candidate, sim::Mode::Analytical, {}, &r, &error) !=
+      Status::Success) {
+    WARN("nlcclGroupSimulateEnd: %s of %zu bytes with %s: %s", collectiveName(call.collective),
+         call.bytes, call.candidate.label().c_str(), error.c_str());
+    return Status::InternalError;
+  }
+  *seconds = r.timeS;
+  return Status::Success;
+}
+
 Status Communicator::getPlan(const plan::Request& req, const std::string& algo,
                              std::shared_ptr<const plan::CompiledPlan>* out) {
   PlanKey key{req.collective, algo,       req.nranks,    req.root, req.count,

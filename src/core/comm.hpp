@@ -38,6 +38,16 @@ struct CommConfig {
 /// Fills defaults from the environment (NLCCL_TIMEOUT_MS, NLCCL_ALGO, ...).
 CommConfig defaultConfig();
 
+/// A collective as nlcclGroupSimulateEnd predicts it: what the call would run.
+struct PredictCall {
+  Collective collective = Collective::AllReduce;
+  size_t bytes = 0;  ///< nccl-tests' S
+  int root = 0;
+  DataType dtype = DataType::Float32;
+  tuner::Candidate candidate;  ///< algorithm, hier's level algorithms, slice
+  std::vector<int> groups;     ///< hier's levels
+};
+
 /// What the last collective did on this rank (nlcclCommGetStats).
 struct CommStats {
   double lastModelledS = 0;   ///< modelled duration on this rank (neuronlink transport; else 0)
@@ -89,6 +99,8 @@ class Communicator {
   /// (collective, root, size class: bytes rounded down to a power of two). Every rank computes
   /// the same choice: the fabric and the model are the same on every rank.
   Status tune(Collective c, size_t bytes, int root, DataType dtype, tuner::Choice* out);
+  /// The simulator's analytical time of `call` on this communicator's fabric.
+  Status predict(const PredictCall& call, double* seconds);
   /// The fabric the tuner models this communicator on (built at the first tune): the modelled
   /// fabric over the neuronlink transport, else the host fabric (tuner/host_fabric.hpp).
   Status tunerFabric(const fabric::Topology** out);

@@ -82,7 +82,8 @@ std::string hostFabricJson(int ranksPerHost, int hosts, size_t sliceBytes, const
 Status hostFabric(int nranks, const std::vector<int>& groups, size_t sliceBytes,
                   fabric::Topology* out, std::string* error) {
   const std::string file = paramTunerTopology().value;
-  if (!file.empty()) return fabric::Topology::load(file, {}, out, error);
+  if (!file.empty())  // sliced as this library slices
+    return fabric::Topology::load(file, {"chunk_bytes=" + std::to_string(sliceBytes)}, out, error);
   int perHost = nranks, hosts = 1;
   if (groups.size() == 2 && groups[0] * groups[1] == nranks) {
     perHost = groups[0];
