@@ -221,6 +221,7 @@ Status choose(const fabric::Topology& topo, const Query& q, const Options& opts,
   std::vector<size_t> idx;
   NLCHECK(search.round(base, &idx, error));
   // hier: each level's algorithm in turn, the others fixed at the best found so far.
+  std::vector<Candidate> finalists = base;
   for (size_t b = 0; b < base.size(); ++b) {
     if (base[b].algorithm != "hier" || base[b].levelAlgorithms.empty()) continue;
     size_t cur = idx[b];
@@ -237,16 +238,19 @@ Status choose(const fabric::Topology& topo, const Query& q, const Options& opts,
       for (size_t i : got)
         if (search.timeOf(i) < search.timeOf(cur)) cur = i;
     }
+    finalists[b] = out->considered[cur].candidate;
   }
-  // The slice: a quarter and four times the fabric's, for the best so far.
+  // The slice: a quarter and four times the fabric's, for every algorithm (hier with its best
+  // levels); bounds prune most of them.
   const int64_t chunk = static_cast<int64_t>(topo.chunkBytes());
   if (opts.tuneSlice && chunk > 0 && q.bytes > static_cast<size_t>(chunk)) {
     std::vector<Candidate> alts;
-    for (int64_t s : {chunk / 4, chunk * 4}) {
-      Candidate c = out->considered[search.bestIndex()].candidate;
-      c.sliceBytes = s;
-      alts.push_back(std::move(c));
-    }
+    for (const Candidate& f : finalists)
+      for (int64_t s : {chunk / 4, chunk * 4}) {
+        Candidate c = f;
+        c.sliceBytes = s;
+        alts.push_back(std::move(c));
+      }
     NLCHECK(search.round(alts, nullptr, error));
   }
   const Estimate& best = out->considered[search.bestIndex()];
