@@ -89,7 +89,11 @@ Status hostFabric(int nranks, const std::vector<int>& groups, size_t sliceBytes,
     perHost = groups[0];
     hosts = groups[1];
   }
-  const std::string doc = hostFabricJson(perHost, hosts, sliceBytes, hostShape());
+  // hwloc sees this host only; every host must reach the same choice, so across hosts its
+  // shape is left out (no NUMA split, no oversubscription).
+  HostShape shape = hostShape();
+  if (hosts > 1) shape = HostShape{perHost, perHost, 1};
+  const std::string doc = hostFabricJson(perHost, hosts, sliceBytes, shape);
   return fabric::Topology::fromJsonText(doc, {}, out, error);
 }
 
