@@ -11,7 +11,7 @@ const std::vector<Entry>& registry() {
     std::vector<Entry> v;
     for (auto family :
          {ringEntries, directEntries, treeEntries, rhdEntries, hierEntries, bruckEntries,
-          rootedEntries}) {
+          rootedEntries, recursiveDoublingEntries}) {
       std::vector<Entry> e = family();
       v.insert(v.end(), e.begin(), e.end());
     }
