@@ -63,6 +63,7 @@ double simAnalyticalUs(const std::string& algo, size_t bytes) {
   std::string err;
   EXPECT_EQ(fabric::Topology::load("trn3-us64", {}, &topo, &err), Status::Success) << err;
   sim::CollectiveRun run;
+  int64_t slice = 1 << 20;
   run.algorithm = algo;
   run.nranks = 8;
   run.bytes = bytes;
@@ -77,10 +78,11 @@ double simAnalyticalUs(const std::string& algo, size_t bytes) {
     EXPECT_EQ(tuner::choose(sliced, q, {}, &ch, &err), Status::Success) << err;
     run.algorithm = ch.best.algorithm;
     run.levelAlgorithms = ch.best.levelAlgorithms;
+    if (ch.best.sliceBytes >= 0) slice = ch.best.sliceBytes;
   }
   sim::Options o;
   o.mode = sim::Mode::Analytical;
-  o.chunkBytes = 1 << 20;
+  o.chunkBytes = slice;
   sim::Result r;
   EXPECT_EQ(sim::simulateCollective(topo, run, o, &r, &err), Status::Success) << err;
   return r.timeS * 1e6;
