@@ -41,12 +41,6 @@ const char* defaultAlgorithm(Collective c);
 /// The symmetry of `name`'s Plans for `req` (trivial when it declares none).
 plan::Symmetry symmetryOf(const plan::Request& req, std::string_view name);
 
-/// The default for a call of `c` moving `bytes` (the C API's count times the element size) over
-/// `nranks` ranks, the size rule of the library until the tuner decides: all-reduce of at most
-/// kSmallAllReduceBytes takes rd (recursive doubling: lg p rounds of the whole message), since at
-/// those sizes the per-round latency dominates; everything else is defaultAlgorithm(c).
-inline constexpr size_t kSmallAllReduceBytes = 16 * 1024;
-const char* defaultAlgorithm(Collective c, size_t bytes, int nranks);
 
 /// Builds the Plan for `req` with algorithm `name`. Returns nullopt, with `error` set to a message
 /// listing the valid names, when `name` does not apply to the collective.

@@ -14,7 +14,7 @@ std::vector<Entry> treeEntries();     // tree.cpp: double binary tree allreduce;
 std::vector<Entry> rhdEntries();      // rhd.cpp: Rabenseifner allreduce, recursive doubling allgather
 std::vector<Entry> hierEntries();     // hier.cpp: hierarchical allreduce/allgather/reducescatter/alltoall(v)
 std::vector<Entry> bruckEntries();    // bruck.cpp: Bruck alltoall
+std::vector<Entry> recursiveDoublingEntries();  // recursive_doubling.cpp: rd allreduce (small messages)
 std::vector<Entry> rootedEntries();   // rooted.cpp: direct gather and scatter
-std::vector<Entry> rdEntries();       // rd.cpp: recursive-doubling allreduce (small messages)
 
 }  // namespace nlccl::algo

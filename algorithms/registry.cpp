@@ -11,7 +11,7 @@ const std::vector<Entry>& registry() {
     std::vector<Entry> v;
     for (auto family :
          {ringEntries, directEntries, treeEntries, rhdEntries, hierEntries, bruckEntries,
-          rootedEntries, rdEntries}) {
+          rootedEntries, recursiveDoublingEntries}) {
       std::vector<Entry> e = family();
       v.insert(v.end(), e.begin(), e.end());
     }
@@ -47,11 +47,6 @@ plan::Symmetry symmetryOf(const plan::Request& req, std::string_view name) {
   const Entry* e = find(name, req.collective);
   return e != nullptr && e->symmetry != nullptr && req.nranks > 1 ? e->symmetry(req)
                                                                   : plan::Symmetry{};
-}
-
-const char* defaultAlgorithm(Collective c, size_t bytes, int nranks) {
-  if (c == Collective::AllReduce && nranks > 1 && bytes <= kSmallAllReduceBytes) return "rd";
-  return defaultAlgorithm(c);
 }
 
 std::optional<plan::Plan> build(const plan::Request& req, std::string_view name,

@@ -31,7 +31,7 @@ Status fail(std::string* error, std::string msg) {
 
 std::string Selection::nameFor(Collective c) const {
   auto it = chosen.find(c);
-  return it != chosen.end() ? it->second : defaultAlgorithm(c);
+  return it != chosen.end() ? it->second : kAuto;
 }
 
 Status parseSelection(std::string_view text, Selection* out, std::string* error) {
@@ -48,7 +48,7 @@ Status parseSelection(std::string_view text, Selection* out, std::string* error)
     if (colon == std::string::npos) {
       bool any = false;
       for (Collective c : kSelectable)
-        if (find(item, c)) {
+        if (item == kAuto || find(item, c)) {
           bare.chosen[c] = item;
           any = true;
         }
@@ -73,7 +73,7 @@ Status parseSelection(std::string_view text, Selection* out, std::string* error)
       return fail(error,
                   "unknown collective '" + coll + "' in '" + item + "' (valid: " + names + ")");
     }
-    if (!find(name, *which))
+    if (name != kAuto && !find(name, *which))
       return fail(error, "algorithm '" + name + "' does not apply to " + collectiveName(*which) +
                              " (valid names: " + validNames(*which) + ")");
     explicitly.chosen[*which] = name;

@@ -11,14 +11,18 @@
 
 namespace nlccl::algo {
 
-/// Algorithm names chosen per collective; collectives without a choice use defaultAlgorithm.
+/// "auto": the tuner chooses (the default for every collective).
+inline constexpr const char* kAuto = "auto";
+
+/// Algorithm names chosen per collective; collectives without a choice are "auto".
 struct Selection {
   std::map<Collective, std::string> chosen;
-  /// The chosen name for `c`, or defaultAlgorithm(c).
+  /// The chosen name for `c`, or "auto".
   std::string nameFor(Collective c) const;
 };
 
-/// Parses comma-separated items, each "name" or "collective:name" (case-insensitive, spaces
+/// Parses comma-separated items, each "name" or "collective:name" ("auto" is a name of every
+/// collective) (case-insensitive, spaces
 /// ignored). A bare name applies to every collective that algorithm implements; a
 /// "collective:name" item overrides it for that collective (later items win). An empty string is
 /// an empty selection. Returns InvalidArgument, with `error` naming the bad item and listing the

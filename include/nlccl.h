@@ -375,6 +375,24 @@ nlcclResult_t nlcclRecv(void* recvbuff, size_t count, nlcclDataType_t datatype, 
 nlcclResult_t nlcclGroupStart(void);
 nlcclResult_t nlcclGroupEnd(void);
 
+/** What nlcclGroupSimulateEnd reports (NCCL 2.24's ncclSimInfo_t). */
+typedef struct nlcclSimInfo_v1 {
+  size_t size;          /**< sizeof(nlcclSimInfo_t) */
+  unsigned int magic;   /**< NLCCL_SIM_INFO_MAGIC */
+  unsigned int version; /**< NLCCL_VERSION_CODE */
+  float estimatedTime;  /**< predicted time of the group's collectives, microseconds */
+} nlcclSimInfo_v1_t;
+typedef nlcclSimInfo_v1_t nlcclSimInfo_t;
+#define NLCCL_SIM_INFO_MAGIC 0x74685283u
+#define NLCCL_SIM_INFO_INITIALIZER \
+  { sizeof(nlcclSimInfo_t), NLCCL_SIM_INFO_MAGIC, NLCCL_VERSION_CODE, NLCCL_UNDEF_FLOAT }
+/** Closes the group like nlcclGroupEnd but runs nothing: the grouped calls are dropped and
+ *  simInfo->estimatedTime is their predicted time (the simulator's analytical mode on each
+ *  communicator's fabric, with the algorithm each call would have used; per communicator the
+ *  collectives add up, and the slowest communicator's total is reported). Point-to-point calls
+ *  count 0. */
+nlcclResult_t nlcclGroupSimulateEnd(nlcclSimInfo_t* simInfo);
+
 /* ---- streams ---- */
 nlcclResult_t nlcclStreamCreate(nlcclStream_t* stream);
 /** Waits until all work queued on `stream` has run; returns the first error it met. */

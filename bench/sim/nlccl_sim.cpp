@@ -14,6 +14,7 @@
 #include "moe_cmd.hpp"
 #include "nlccl/sim.hpp"
 #include "nlccl/topology.hpp"
+#include "nlccl/tuner.hpp"
 #include "util/dtype.hpp"
 #include "util/size_parse.hpp"
 
@@ -92,7 +93,7 @@ int main(int argc, char** argv) {
   if (argc > 1 && std::string(argv[1]) == "moe")
     return simtool::moeMain(argc - 1, argv + 1, argv[0]);
   CLI::App app{"nlccl-sim: modelled collective performance on a fabric topology"};
-  std::string collName, topoSpec = "trn3-us144", algoName, minS = "8", maxS = "128M", dtypeName = "float",
+  std::string collName, topoSpec = "trn3-us144", algoName = "auto", minS = "8", maxS = "128M", dtypeName = "float",
               opName = "sum", modeName = "flow", tracePath, jsonPath, groupsArg, levelAlgosArg;
   int ranks = 0, root = 0, factor = 2, ranksPerChip = 0, maxLoops = 64;
   double alphaUs = -1, bwGBps = -1, launchUs = -1;
@@ -109,7 +110,9 @@ int main(int argc, char** argv) {
                  "cluster:<preset>x<N> or a JSON file")
       ->capture_default_str();
   app.add_option("-n,--ranks", ranks, "ranks (default: every rank of the topology)");
-  app.add_option("-a,--algo", algoName, "ring, tree, rhd, hier, direct, bruck");
+  app.add_option("-a,--algo", algoName,
+                 "auto (the tuner chooses per size), ring, tree, rhd, hier, direct, pairwise, bruck")
+      ->capture_default_str();
   app.add_option("-b,--minbytes", minS, "smallest size S (K/M/G suffixes)")->capture_default_str();
   app.add_option("-e,--maxbytes", maxS, "largest size S")->capture_default_str();
   app.add_option("-f,--stepfactor", factor, "size multiplier")->capture_default_str();
@@ -216,7 +219,8 @@ int main(int argc, char** argv) {
   sim::CollectiveRun run;
   run.collective = coll;
   const std::vector<std::string> valid = sim::algorithms(coll);  // the default first
-  run.algorithm = algoName.empty() ? valid.front() : algoName;
+  const bool autoAlgo = algoName.empty() || algoName == "auto";
+  run.algorithm = autoAlgo ? "auto" : algoName;
   run.nranks = ranks > 0 ? ranks : topo.numRanks();
   run.root = root;
   if (!groupsArg.empty()) run.groups = parseInts(groupsArg);
@@ -226,7 +230,7 @@ int main(int argc, char** argv) {
                  root, topo.name().c_str(), topo.numRanks());
     return 2;
   }
-  if (std::find(valid.begin(), valid.end(), run.algorithm) == valid.end()) {
+  if (!autoAlgo && std::find(valid.begin(), valid.end(), run.algorithm) == valid.end()) {
     std::string names;
     for (const std::string& v : valid) names += (names.empty() ? "" : ", ") + v;
     std::fprintf(stderr, "nlccl-sim: algorithm '%s' does not implement %s; valid: %s\n",
@@ -242,7 +246,7 @@ int main(int argc, char** argv) {
   std::printf("# nlccl-sim: %s, algorithm %s, topology %s (%d chips, %d ranks, %d per chip), "
               "mode %s\n", collectiveName(coll), run.algorithm.c_str(), topo.name().c_str(),
               topo.numChips(), run.nranks, topo.ranksPerChip(), sim::modeName(opts.mode));
-  if (run.algorithm == "hier") {
+  if (run.algorithm == "hier" || autoAlgo) {
     const auto g = run.groups.empty() ? topo.levelGroups(run.nranks) : run.groups;
     std::string s;
     for (int x : g) s += (s.empty() ? "" : "x") + std::to_string(x);
@@ -273,8 +277,34 @@ int main(int argc, char** argv) {
     }
     sim::Options o = opts;
     o.trace = !tracePath.empty() && i + 1 == sizes.size();
+    sim::CollectiveRun chosen = run;
+    std::string label = run.algorithm;
+    if (autoAlgo) {  // the tuner's choice for this size, then simulated as asked
+      tuner::Query q;
+      q.collective = coll;
+      q.bytes = bytes;
+      q.nranks = run.nranks;
+      q.root = root;
+      q.dtype = opts.dtype;
+      q.groups = run.groups;
+      tuner::Options to;
+      to.reduce = opts.reduce;
+      to.launchOverheadS = opts.launchOverheadS;
+      tuner::Choice choice;
+      if (coll == Collective::AllToAllv) {
+        choice.best.algorithm = "direct";  // the matrix, not its size, decides: not tuned
+      } else if (tuner::choose(topo, q, to, &choice, &err) != Status::Success) {
+        std::fprintf(stderr, "nlccl-sim: tuner: %s\n", err.c_str());
+        return 1;
+      }
+      chosen.algorithm = choice.best.algorithm;
+      chosen.levelAlgorithms = choice.best.levelAlgorithms;
+      if (choice.best.sliceBytes >= 0) o.chunkBytes = choice.best.sliceBytes;
+      label = choice.best.label();
+      std::printf("#   auto: %s\n", label.c_str());
+    }
     sim::Result r;
-    if (sim::simulateCollective(topo, run, o, &r, &err) != Status::Success) {
+    if (sim::simulateCollective(topo, chosen, o, &r, &err) != Status::Success) {
       std::fprintf(stderr, "nlccl-sim: %s\n", err.c_str());
       return 1;
     }
@@ -288,7 +318,8 @@ int main(int argc, char** argv) {
                   r.wallS > 0 ? r.events / r.wallS : 0.0);
     busSum += r.busbwGBps;
     ++nSizes;
-    records.push_back({{"collective", collectiveName(coll)}, {"algorithm", r.algorithm},
+    records.push_back({{"collective", collectiveName(coll)},
+                       {"algorithm", autoAlgo ? label : r.algorithm}, {"auto", autoAlgo},
                        {"topology", topo.name()}, {"mode", sim::modeName(opts.mode)},
                        {"ranks", run.nranks}, {"ranks_per_chip", topo.ranksPerChip()},
                        {"bytes", bytes}, {"count", bytes / es}, {"type", dataTypeName(opts.dtype)},

@@ -43,3 +43,20 @@ NLCCL_API nlcclResult_t nlcclGroupStart(void) {
 NLCCL_API nlcclResult_t nlcclGroupEnd(void) {
   return guard(nullptr, [] { return core::groupEnd(); });
 }
+
+NLCCL_API nlcclResult_t nlcclGroupSimulateEnd(nlcclSimInfo_t* simInfo) {
+  return guard(nullptr, [simInfo] {
+    if (simInfo == nullptr || simInfo->size < sizeof(nlcclSimInfo_t) ||
+        simInfo->magic != NLCCL_SIM_INFO_MAGIC) {
+      // Still closes the group level, as NCCL does after a bad argument.
+      double ignored = 0;
+      (void)core::groupSimulateEnd(&ignored);
+      WARN("nlcclGroupSimulateEnd: simInfo must be initialised with NLCCL_SIM_INFO_INITIALIZER");
+      return Status::InvalidArgument;
+    }
+    double s = 0;
+    NLCHECK(core::groupSimulateEnd(&s));
+    simInfo->estimatedTime = static_cast<float>(s * 1e6);
+    return Status::Success;
+  });
+}

@@ -57,6 +57,40 @@ Status hierShape(const Communicator& comm, plan::Request* req) {
   return Status::Success;
 }
 
+/// True when a call's count is per rank (nccl-tests' S is count x nranks elements).
+bool perRankCount(Collective c) {
+  return c == Collective::AllGather || c == Collective::ReduceScatter ||
+         c == Collective::AllToAll || c == Collective::Gather || c == Collective::Scatter;
+}
+
+/// The tuner's choice for `a` (NLCCL_ALGO / the config left it at auto): the algorithm, hier's
+/// levels and their algorithms, and the slice (-1: the configured one).
+Status tuned(Communicator* comm, const CollArgs& a, plan::Request* req, std::string* algo,
+             int64_t* slice) {
+  const size_t es = dataTypeSize(a.dtype);
+  const size_t bytes =
+      a.count * es * (perRankCount(a.collective) ? static_cast<size_t>(comm->nranks()) : 1);
+  tuner::Choice choice;
+  NLCHECK(comm->tune(a.collective, bytes, a.root, a.dtype, &choice));
+  *algo = choice.best.algorithm;
+  *slice = choice.best.sliceBytes;
+  if (*algo == "hier") {
+    req->groups = choice.groups;
+    req->levelAlgorithms = choice.best.levelAlgorithms;
+  }
+  return Status::Success;
+}
+
+/// The algorithm of a call of `a`: the configured one (hier with its shape), or the tuner's.
+Status choose(Communicator* comm, const CollArgs& a, plan::Request* req, std::string* algo,
+              int64_t* slice) {
+  *algo = comm->algorithmFor(a.collective);
+  *slice = -1;
+  if (*algo == algo::kAuto) return tuned(comm, a, req, algo, slice);
+  if (*algo == "hier") return hierShape(*comm, req);
+  return Status::Success;
+}
+
 /// True when block j starts where blocks 0..j-1 end (the Plan's packed layout).
 bool packed(const size_t* counts, const size_t* displs, int p) {
   size_t at = 0;
@@ -219,6 +253,8 @@ Status allToAllv(Communicator* comm, const CollArgs& a, Stream* stream) {
     return Status::InvalidArgument;
   }
   std::string algo = comm->algorithmFor(Collective::AllToAllv);
+  // The matrix is known only after the counts are exchanged: auto is direct here.
+  if (algo == algo::kAuto) algo = "direct";
   if (algo != "direct") return allToAllvPlanned(comm, a, stream, algo);
   auto work = std::make_shared<Work>();
   work->addComm(comm);
@@ -291,7 +327,8 @@ namespace {
 
 /// Builds, compiles and publishes the prepared collective of `key` (the first call of it).
 /// *out is nullptr when the communicator's table is full (the caller takes the general path).
-Status prepare(Communicator* comm, const PreparedKey& key, const char* algo, Prepared** out) {
+Status prepare(Communicator* comm, const PreparedKey& key, const char* algo, int64_t slice,
+               Prepared** out) {
   plan::Request req;
   req.collective = key.collective;
   req.nranks = comm->nranks();
@@ -304,6 +341,7 @@ Status prepare(Communicator* comm, const PreparedKey& key, const char* algo, Pre
   e->key = key;
   e->plan = std::move(plan);
   e->algorithm = algo::find(algo, key.collective)->name;
+  e->sliceBytes = slice;
   e->scratchBytes = e->plan->plan().scratchCount * dataTypeSize(key.dtype);
   *out = comm->prepared().insert(std::move(e));
   return Status::Success;
@@ -347,7 +385,8 @@ Status runPrepared(Communicator* comm, Prepared* p, const void* send, void* recv
   job.op = p->key.op;
   job.transport = comm->transport();
   job.seq = seq;
-  job.sliceBytes = comm->config().sliceBytes;
+  job.sliceBytes = p->sliceBytes >= 0 ? static_cast<size_t>(p->sliceBytes)
+                                      : comm->config().sliceBytes;
   const Status s = runner->run(job, comm->config().timeout);
   if (owned) p->busy.store(false, std::memory_order_release);
   if (s == Status::Success) {
@@ -376,16 +415,27 @@ Status collective(Communicator* comm, const CollArgs& a, Stream* stream) {
   bool inPlace = false;
   NLCHECK(inPlaceLayout(*comm, a, &inPlace));
   const size_t es = dataTypeSize(a.dtype);
-  const char* algo = comm->algorithmFor(a.collective, a.count * es);
+  plan::Request req;
+  req.collective = a.collective;
+  req.nranks = comm->nranks();
+  req.count = a.count;
+  req.root = a.root;
+  req.inPlace = inPlace;
+  std::string algo;
+  int64_t slice = -1;
+  bool chosen = false;
 
-  // The hot path: a prepared collective, run inline or queued as one fixed-size stream item.
-  // Calls that need more than a Plan (PreMulSum's scaling, NLCCL_CHECK, a group, hier's shape
-  // from the environment) take the general path below.
-  if (!a.prepareInput && !a.keepAlive && !comm->config().check && groupDepth() == 0 &&
-      std::strcmp(algo, "hier") != 0) {
+  // The hot path: a prepared collective, run inline or queued as one fixed-size stream item; the
+  // algorithm (the tuner's, with `auto`) is chosen once, when it is prepared. Calls that need more
+  // than a Plan (PreMulSum's scaling, NLCCL_CHECK, a group, hier's shape) take the general path.
+  if (!a.prepareInput && !a.keepAlive && !comm->config().check && groupDepth() == 0) {
     const PreparedKey key{a.collective, a.dtype, a.op, inPlace, a.root, a.count};
     Prepared* p = comm->prepared().find(key);
-    if (p == nullptr) NLCHECK(prepare(comm, key, algo, &p));
+    if (p == nullptr) {
+      NLCHECK(choose(comm, a, &req, &algo, &slice));
+      chosen = true;
+      if (algo != "hier") NLCHECK(prepare(comm, key, algo.c_str(), slice, &p));
+    }
     if (p != nullptr) {
       if (comm->aborted()) {  // as submit(): a revoked communicator takes no new work
         WARN("rank %d: the communicator was revoked: it takes no new work", comm->rank());
@@ -413,20 +463,14 @@ Status collective(Communicator* comm, const CollArgs& a, Stream* stream) {
     }
   }
 
-  plan::Request req;
-  req.collective = a.collective;
-  req.nranks = comm->nranks();
-  req.count = a.count;
-  req.root = a.root;
-  req.inPlace = inPlace;
-  if (std::strcmp(algo, "hier") == 0) NLCHECK(hierShape(*comm, &req));
+  if (!chosen) NLCHECK(choose(comm, a, &req, &algo, &slice));
   std::shared_ptr<const plan::CompiledPlan> plan;
   NLCHECK(comm->getPlan(req, algo, &plan));
 
   INFO(log::kColl, "%s: rank %d of %d, count %zu, %s, %s, root %d, %s, algorithm %s%s",
        collectiveName(a.collective), comm->rank(), comm->nranks(), a.count,
        dataTypeName(a.dtype), redOpName(a.op), a.root, inPlace ? "in place" : "out of place",
-       algo, stream ? ", on a stream" : "");
+       algo.c_str(), stream ? ", on a stream" : "");
   auto work = std::make_shared<Work>();
   work->addComm(comm);
   if (a.prepareInput) work->localCopies.push_back(a.prepareInput);
@@ -441,7 +485,20 @@ Status collective(Communicator* comm, const CollArgs& a, Stream* stream) {
   job.op = a.op;
   job.transport = comm->transport();
   job.seq = comm->nextCollSeq();
-  job.sliceBytes = comm->config().sliceBytes;
+  job.sliceBytes = slice >= 0 ? static_cast<size_t>(slice) : comm->config().sliceBytes;
+  PredictCall predict;
+  predict.collective = a.collective;
+  predict.bytes = a.count * es * (perRankCount(a.collective) ? static_cast<size_t>(comm->nranks()) : 1);
+  predict.root = a.root;
+  predict.dtype = a.dtype;
+  predict.candidate.algorithm = algo;
+  predict.candidate.levelAlgorithms = req.levelAlgorithms;
+  predict.candidate.sliceBytes = static_cast<int64_t>(job.sliceBytes);
+  // hier without groups runs one level (algorithms/hier.cpp): say so, or the simulator would
+  // take the fabric's levels.
+  predict.groups = req.groups.empty() && algo == "hier" ? std::vector<int>{comm->nranks()}
+                                                        : req.groups;
+  work->predictions.push_back(std::move(predict));
   work->colls.push_back(std::move(job));
   work->collComms.push_back(comm);
   if (comm->config().check) {

@@ -5,6 +5,8 @@
 
 #include "algorithms/algorithms.hpp"
 #include "algorithms/selection.hpp"
+#include "tuner/host_fabric.hpp"
+#include <bit>
 #include "util/params.hpp"
 #include "util/trace.hpp"
 #include "util/log.hpp"
@@ -53,10 +55,87 @@ std::string Communicator::algorithmFor(Collective c) const {
   return selection_.nameFor(c);
 }
 
-const char* Communicator::algorithmFor(Collective c, size_t bytes) const {
-  auto it = selection_.chosen.find(c);
-  if (it != selection_.chosen.end()) return it->second.c_str();
-  return algo::defaultAlgorithm(c, bytes, nranks_);
+Status Communicator::tunerFabric(const fabric::Topology** out) {
+  // tuneMu_ held by the caller.
+  if (!fabric_) {
+    auto topo = std::make_unique<fabric::Topology>();
+    std::string error;
+    Status s = Status::InvalidArgument;
+    if (transport_ && transport_->timeModel() != nullptr) {
+      // The modelled fabric, sliced as this library slices.
+      const std::string spec = config_.topology.empty() ? "trn3-us144" : config_.topology;
+      s = fabric::Topology::load(spec, {"chunk_bytes=" + std::to_string(config_.sliceBytes)},
+                                 topo.get(), &error);
+      if (s == Status::Success && topo->numRanks() < nranks_) {
+        error = "the " + std::to_string(nranks_) + " ranks do not fit " + spec;
+        s = Status::InvalidArgument;
+      }
+    }
+    if (s != Status::Success) {
+      if (!error.empty()) INFO(log::kTune, "tuner: %s; modelling the host instead", error.c_str());
+      s = tuner::hostFabric(nranks_, hostGroups_, config_.sliceBytes, topo.get(), &error);
+    }
+    if (s != Status::Success) {
+      WARN("tuner: cannot build the fabric of this communicator: %s", error.c_str());
+      return s;
+    }
+    INFO(log::kTune, "tuner: rank %d of %d models fabric %s (%d ranks)", rank_, nranks_,
+         topo->name().c_str(), topo->numRanks());
+    fabric_ = std::move(topo);
+  }
+  *out = fabric_.get();
+  return Status::Success;
+}
+
+Status Communicator::tune(Collective c, size_t bytes, int root, DataType dtype,
+                          tuner::Choice* out) {
+  std::lock_guard<std::mutex> lock(tuneMu_);
+  const auto key = std::make_tuple(c, root, static_cast<int>(std::bit_width(bytes)));
+  auto it = tuned_.find(key);
+  if (it != tuned_.end()) {
+    *out = it->second;
+    return Status::Success;
+  }
+  const fabric::Topology* topo = nullptr;
+  NLCHECK(tunerFabric(&topo));
+  tuner::Query q;
+  q.collective = c;
+  q.bytes = bytes;
+  q.nranks = nranks_;
+  q.root = root;
+  q.dtype = dtype;
+  std::string error;
+  tuner::Choice choice;
+  if (tuner::choose(*topo, q, {}, &choice, &error) != Status::Success) {
+    WARN("tuner: %s of %zu bytes: %s", collectiveName(c), bytes, error.c_str());
+    return Status::InternalError;
+  }
+  tuned_.emplace(key, choice);
+  *out = std::move(choice);
+  return Status::Success;
+}
+
+Status Communicator::predict(const PredictCall& call, double* seconds) {
+  std::lock_guard<std::mutex> lock(tuneMu_);
+  const fabric::Topology* topo = nullptr;
+  NLCHECK(tunerFabric(&topo));
+  tuner::Query q;
+  q.collective = call.collective;
+  q.bytes = call.bytes;
+  q.nranks = nranks_;
+  q.root = call.root;
+  q.dtype = call.dtype;
+  q.groups = call.groups;
+  sim::Result r;
+  std::string error;
+  if (tuner::simulateCandidate(*topo, q, call.candidate, sim::Mode::Analytical, {}, &r, &error) !=
+      Status::Success) {
+    WARN("nlcclGroupSimulateEnd: %s of %zu bytes with %s: %s", collectiveName(call.collective),
+         call.bytes, call.candidate.label().c_str(), error.c_str());
+    return Status::InternalError;
+  }
+  *seconds = r.timeS;
+  return Status::Success;
 }
 
 Status Communicator::getPlan(const plan::Request& req, const std::string& algo,

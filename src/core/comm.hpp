@@ -14,6 +14,8 @@
 #include <vector>
 
 #include "algorithms/selection.hpp"
+#include "nlccl/topology.hpp"
+#include "nlccl/tuner.hpp"
 #include "plan/compiled.hpp"
 #include "transports/transport.hpp"
 #include "core/prepared.hpp"
@@ -36,6 +38,16 @@ struct CommConfig {
 
 /// Fills defaults from the environment (NLCCL_TIMEOUT_MS, NLCCL_ALGO, ...).
 CommConfig defaultConfig();
+
+/// A collective as nlcclGroupSimulateEnd predicts it: what the call would run.
+struct PredictCall {
+  Collective collective = Collective::AllReduce;
+  size_t bytes = 0;  ///< nccl-tests' S
+  int root = 0;
+  DataType dtype = DataType::Float32;
+  tuner::Candidate candidate;  ///< algorithm, hier's level algorithms, slice
+  std::vector<int> groups;     ///< hier's levels
+};
 
 /// What the last collective did on this rank (nlcclCommGetStats).
 struct CommStats {
@@ -88,9 +100,16 @@ class Communicator {
   /// apply. Called at init with the config / NLCCL_ALGO.
   Status setAlgorithms(const std::string& spec);
   std::string algorithmFor(Collective c) const;
-  /// The algorithm of a call of `c` over `bytes` (the larger buffer): the configured choice, or
-  /// the size rule of algo::defaultAlgorithm. Static storage, valid for the communicator's life.
-  const char* algorithmFor(Collective c, size_t bytes) const;
+
+  /// The tuner's choice for a collective of S = `bytes` (nccl-tests' total size), memoised per
+  /// (collective, root, size class: bytes rounded down to a power of two). Every rank computes
+  /// the same choice: the fabric and the model are the same on every rank.
+  Status tune(Collective c, size_t bytes, int root, DataType dtype, tuner::Choice* out);
+  /// The simulator's analytical time of `call` on this communicator's fabric.
+  Status predict(const PredictCall& call, double* seconds);
+  /// The fabric the tuner models this communicator on (built at the first tune): the modelled
+  /// fabric over the neuronlink transport, else the host fabric (tuner/host_fabric.hpp).
+  Status tunerFabric(const fabric::Topology** out);
 
   /// The compiled Plan for `req` with algorithm `algo`, built and compiled once and cached.
   Status getPlan(const plan::Request& req, const std::string& algo,
@@ -155,6 +174,9 @@ class Communicator {
                                            b.algorithm, b.groups, b.levels);
     }
   };
+  std::mutex tuneMu_;
+  std::unique_ptr<fabric::Topology> fabric_;
+  std::map<std::tuple<Collective, int, int>, tuner::Choice> tuned_;
   std::mutex planMu_;
   std::map<PlanKey, std::shared_ptr<const plan::CompiledPlan>> plans_;
   std::shared_ptr<ScratchPool> scratchPool_ = std::make_shared<ScratchPool>();

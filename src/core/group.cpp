@@ -1,6 +1,7 @@
 #include "core/group.hpp"
 
 #include <algorithm>
+#include <map>
 #include <vector>
 
 #include "util/log.hpp"
@@ -62,6 +63,26 @@ Status groupEnd() {
     if (s != Status::Success && first == Status::Success) first = s;
   }
   return first;
+}
+
+Status groupSimulateEnd(double* seconds) {
+  *seconds = 0;
+  if (tDepth == 0) {
+    WARN("nlcclGroupSimulateEnd called without a matching nlcclGroupStart");
+    return Status::InvalidUsage;
+  }
+  if (--tDepth > 0) return Status::Success;
+  std::vector<Pending> pending = std::move(tPending);
+  tPending.clear();
+  std::map<Communicator*, double> perComm;
+  for (const Pending& p : pending)
+    for (size_t i = 0; i < p.work->predictions.size() && i < p.work->collComms.size(); ++i) {
+      double t = 0;
+      NLCHECK(p.work->collComms[i]->predict(p.work->predictions[i], &t));
+      perComm[p.work->collComms[i]] += t;
+    }
+  for (const auto& [comm, t] : perComm) *seconds = std::max(*seconds, t);
+  return Status::Success;
 }
 
 Status submit(std::shared_ptr<Work> work, Stream* stream) {

@@ -34,6 +34,7 @@ struct Prepared {
   PreparedKey key;
   std::shared_ptr<const plan::CompiledPlan> plan;
   const char* algorithm = "";  ///< the registry's name (static storage)
+  int64_t sliceBytes = -1;     ///< the tuner's slice; -1: the communicator's configured one
   engine::Runner runner;
   size_t scratchBytes = 0;               ///< what the Plan needs
   std::unique_ptr<char[]> scratch;       ///< kept (small Plans) or leased per call (large ones)

@@ -30,6 +30,7 @@ void Work::merge(Work&& o) {
     for (auto& x : src) dst.push_back(std::move(x));
   };
   move(colls, o.colls);
+  move(predictions, o.predictions);
   move(collComms, o.collComms);
   move(checks, o.checks);
   move(collScratch, o.collScratch);

@@ -28,6 +28,9 @@ struct Work {
   /// Scratch bytes colls[i] needs, leased from its communicator when the work starts (not when
   /// it is queued: a stream may hold many queued calls, and only the running ones need memory).
   std::vector<size_t> collScratch;
+  /// The collectives as nlcclGroupSimulateEnd predicts them (one per colls entry built by a
+  /// collective call).
+  std::vector<PredictCall> predictions;
   std::vector<Communicator*> pendingOn;  ///< one entry per addComm (released by the destructor)
 
   Work() = default;

@@ -45,7 +45,7 @@ uint32_t parseSubsys(const char* s) {
       const char* name;
       uint32_t bit;
     } const names[] = {{"INIT", kInit}, {"COLL", kColl}, {"P2P", kP2P}, {"SHM", kShm},
-                       {"NET", kNet},   {"SIM", kSim},   {"BOOTSTRAP", kBootstrap},
+                       {"NET", kNet},   {"SIM", kSim},   {"TUNE", kTune}, {"BOOTSTRAP", kBootstrap},
                        {"ENV", kEnv},   {"ALL", kAll}};
     for (const auto& n : names)
       if (tok.size() == strlen(n.name) && strncasecmp(tok.data(), n.name, tok.size()) == 0)

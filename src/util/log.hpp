@@ -20,6 +20,7 @@ enum Subsys : uint32_t {
   kShm = 1u << 3,
   kNet = 1u << 4,
   kSim = 1u << 5,
+  kTune = 1u << 6,  ///< the tuner's candidates and choices
   kBootstrap = 1u << 7,
   kEnv = 1u << 8,
   kAll = ~0u,

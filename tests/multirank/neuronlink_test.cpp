@@ -387,6 +387,8 @@ TEST(NeuronLinkTest, ResultsAreBitwiseEqualToShm) {
   for (int run = 0; run < 2; ++run) {
     nlcclConfig_t config = NLCCL_CONFIG_INITIALIZER;
     config.transport = run == 0 ? "shm" : "neuronlink";
+    // The same algorithm over both (auto would model two fabrics and may pick two algorithms).
+    config.algorithm = "ring";
     auto status = forkRanks(
         p,
         [&](int r, nlcclComm_t comm) {

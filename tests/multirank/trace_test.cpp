@@ -17,6 +17,8 @@
 #include "multirank/fork_ranks.hpp"
 #include "nlccl.h"
 
+#include "util/params.hpp"
+
 namespace nlccl::testing {
 namespace {
 
@@ -30,9 +32,14 @@ struct TraceDir {
     fs::remove_all(dir);
     fs::create_directories(dir);
     setenv("NLCCL_TRACE_FILE", (dir / "trace.%p.%r.json").c_str(), 1);
+    // The checks count a ring all-reduce's steps: name it (auto picks another at these sizes).
+    setenv("NLCCL_ALGO", "allreduce:ring", 1);
+    resetParams();
     nlcclResetDebugInit();  // rereads NLCCL_TRACE_FILE
   }
   ~TraceDir() {
+    unsetenv("NLCCL_ALGO");
+    resetParams();
     unsetenv("NLCCL_TRACE_FILE");
     nlcclResetDebugInit();
     fs::remove_all(dir);

@@ -12,8 +12,19 @@ TEST(Selection, BareNameAppliesToEveryCollectiveItImplements) {
   EXPECT_EQ(s.nameFor(Collective::AllReduce), "tree");
   EXPECT_EQ(s.nameFor(Collective::Broadcast), "tree");
   EXPECT_EQ(s.nameFor(Collective::Reduce), "tree");
-  EXPECT_EQ(s.nameFor(Collective::AllGather), "ring");  // tree has none: the default stays
-  EXPECT_EQ(s.nameFor(Collective::AllToAll), "direct");
+  EXPECT_EQ(s.nameFor(Collective::AllGather), "auto");  // tree has none: the default stays
+  EXPECT_EQ(s.nameFor(Collective::AllToAll), "auto");
+}
+
+TEST(Selection, AutoIsTheDefaultAndANameOfEveryCollective) {
+  Selection s;
+  ASSERT_EQ(parseSelection("", &s), Status::Success);
+  EXPECT_EQ(s.nameFor(Collective::AllReduce), "auto");
+  ASSERT_EQ(parseSelection("ring,allreduce:auto", &s), Status::Success);
+  EXPECT_EQ(s.nameFor(Collective::AllReduce), "auto");
+  EXPECT_EQ(s.nameFor(Collective::AllGather), "ring");
+  ASSERT_EQ(parseSelection("auto", &s), Status::Success);
+  EXPECT_EQ(s.nameFor(Collective::AllToAllv), "auto");
 }
 
 TEST(Selection, PerCollectiveItems) {

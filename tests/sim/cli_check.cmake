@@ -1,6 +1,6 @@
 # Runs nlccl-sim on flat:8 and checks the table and the --json records against the ring formula.
-execute_process(COMMAND ${SIM} allreduce --topology flat:8 --alpha-us 5 --bw-GBps 100 -b 1K -e 1M
-                        -f 32 --json ${OUT}
+execute_process(COMMAND ${SIM} allreduce --topology flat:8 --algo ring --alpha-us 5 --bw-GBps 100
+                        -b 1K -e 1M -f 32 --json ${OUT}
                 RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
 if(NOT rc EQUAL 0)
   message(FATAL_ERROR "nlccl-sim failed (${rc}): ${err}")
@@ -36,7 +36,8 @@ endif()
 # All-to-all-v with a uniform matrix reports what all-to-all does (busbw as nccl-tests' alltoallv);
 # the symmetric all-to-all runs on one representative rank, the matrix on every rank.
 foreach(coll alltoall alltoallv)
-  execute_process(COMMAND ${SIM} ${coll} --topology flat:8 --alpha-us 5 --bw-GBps 100 -b 1M -e 1M
+  execute_process(COMMAND ${SIM} ${coll} --topology flat:8 --algo direct --alpha-us 5 --bw-GBps 100
+                          -b 1M -e 1M
                           --json ${OUT}.${coll}
                   RESULT_VARIABLE rc3 OUTPUT_QUIET ERROR_VARIABLE err3)
   if(NOT rc3 EQUAL 0)
@@ -55,4 +56,17 @@ if(NOT alltoall_t STREQUAL alltoallv_t OR NOT alltoall_bus STREQUAL alltoallv_bu
 endif()
 if(NOT alltoall_ranks EQUAL 1 OR NOT alltoallv_ranks EQUAL 8)
   message(FATAL_ERROR "simulated ranks: alltoall ${alltoall_ranks} (want 1), alltoallv ${alltoallv_ranks} (want 8)")
+endif()
+# --algo auto (the default) prints the tuner's choice per size and writes it to --json.
+execute_process(COMMAND ${SIM} allreduce --topology trn3-us144 -b 8 -e 1G -f 8 --json ${OUT}.auto
+                RESULT_VARIABLE rc4 OUTPUT_VARIABLE out4 ERROR_VARIABLE err4)
+if(NOT rc4 EQUAL 0 OR NOT out4 MATCHES "algorithm auto" OR NOT out4 MATCHES "#   auto: rd[^a-z]")
+  message(FATAL_ERROR "nlccl-sim --algo auto (${rc4}): ${out4} ${err4}")
+endif()
+file(READ ${OUT}.auto j4)
+string(JSON small GET "${j4}" 0 algorithm)
+string(JSON large GET "${j4}" 9 algorithm)
+string(JSON isAuto GET "${j4}" 0 auto)
+if(NOT small STREQUAL "rd" OR NOT large MATCHES "^hier\\(" OR NOT isAuto)
+  message(FATAL_ERROR "auto records: 8 B ${small}, 1 GiB ${large}, auto ${isAuto}")
 endif()
