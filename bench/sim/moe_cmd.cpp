@@ -149,6 +149,7 @@ int moeMain(int argc, char** argv, const char* argv0) {
               heatmapPath, tracePath, modeName = "flow";
   int ranks = 0, links = 5;
   double launchUs = -1;
+  double precision = 0;
   size_t budget = 2'000'000;
   moe::RoutingSpec spec;
   std::vector<std::string> sets;
@@ -179,6 +180,10 @@ int moeMain(int argc, char** argv, const char* argv0) {
   app.add_option("--direct-budget", budget, "auto: simulate direct only up to this many messages")
       ->capture_default_str();
   app.add_option("--mode", modeName, "flow or analytical")->capture_default_str();
+  app.add_option("--precision", precision,
+                 "flow: relative precision of finish times (0: exact; 1e-2: fewer re-solves)")
+      ->check(CLI::Range(0.0, 0.5))
+      ->capture_default_str();
   app.add_option("--set", sets, "override a topology figure: dotted.key=value (repeatable)");
   app.add_option("--launch-overhead-us", launchUs, "per-collective launch overhead");
   app.add_option("--links", links, "most loaded links to print per phase")->capture_default_str();
@@ -245,6 +250,7 @@ int moeMain(int argc, char** argv, const char* argv0) {
   if (!groupsArg.empty()) so.groups = parseGroups(groupsArg);
   so.directMessageBudget = budget;
   so.sim.launchOverheadS = launchUs >= 0 ? launchUs * 1e-6 : -1;
+  so.sim.precision = precision;
   if (!sim::parseMode(modeName, &so.sim.mode)) {
     std::fprintf(stderr, "nlccl-sim moe: --mode must be flow or analytical\n");
     return 2;

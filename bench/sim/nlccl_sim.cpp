@@ -97,6 +97,7 @@ int main(int argc, char** argv) {
               opName = "sum", modeName = "flow", tracePath, jsonPath, groupsArg, levelAlgosArg;
   int ranks = 0, root = 0, factor = 2, ranksPerChip = 0, maxLoops = 64;
   double alphaUs = -1, bwGBps = -1, launchUs = -1;
+  double precision = 0;
   int64_t chunkBytes = -1;
   std::vector<std::string> sets;
   bool dumpTopology = false, listPresets = false, verbose = false, fullRanks = false;
@@ -121,6 +122,10 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("-r,--root", root, "root of broadcast/reduce")->capture_default_str();
   app.add_option("--mode", modeName, "analytical or flow")->capture_default_str();
+  app.add_option("--precision", precision,
+                 "flow: relative precision of finish times (0: exact; 1e-2: fewer re-solves)")
+      ->check(CLI::Range(0.0, 0.5))
+      ->capture_default_str();
   app.add_option("--trace", tracePath, "Chrome trace-event JSON of the largest size");
   app.add_option("--json", jsonPath, "one JSON record per size");
   app.add_option("--alpha-us", alphaUs, "flat only: alpha (end-to-end start-up of a message), us");
@@ -216,6 +221,7 @@ int main(int argc, char** argv) {
   opts.launchOverheadS = launchUs >= 0 ? launchUs * 1e-6 : -1;
   opts.reduce = !fullRanks;
   opts.pairWindowBytes = windowBytes;
+  opts.precision = precision;
   sim::CollectiveRun run;
   run.collective = coll;
   const std::vector<std::string> valid = sim::algorithms(coll);  // the default first

@@ -46,6 +46,12 @@ struct Options {
   bool reduce = true;
   /// S for algbw/busbw in bytes; 0 derives it from the Plan (plan.count, nranks, dtype).
   size_t totalBytes = 0;
+  /// Flow mode: relative precision of finish times. Flows due within `precision` x their own
+  /// duration of the next finish finish with it, at the latest of their finish times (never past
+  /// the next other event), so one re-solve serves them all; their share idles meanwhile, which
+  /// keeps the schedule feasible. 0 (the default) is exact max-min. 1e-2 cuts the re-solves of a
+  /// skewed 144-rank all-to-all-v by about 4x and moves its time by about 0.2%.
+  double precision = 0;
   bool trace = false;           ///< collect a trace event per transfer
   size_t maxTraceEvents = 2'000'000;
 };
@@ -80,6 +86,7 @@ struct Result {
   int loops = 1;          ///< slices the Plan was cut into
   size_t transfers = 0;   ///< simulated transfers (all loops)
   size_t events = 0;      ///< discrete events processed
+  size_t solves = 0;      ///< flow mode: max-min re-solves (events that changed rates)
   /// Ranks simulated: nranks, or the representatives of the reduced form.
   int simulatedRanks = 0;
   /// Reduced form: messages whose images' counts differ from their representative's (blocks

@@ -11,31 +11,24 @@ constexpr double kInf = std::numeric_limits<double>::infinity();
 constexpr double kTiny = 1e-12;
 }  // namespace
 
-int FlowNetwork::addResource(double capacity) {
+int FlowNetwork::addResource(double capacity, bool passive) {
+  passive_.push_back(passive);
   cap_.push_back(capacity);
   load_.push_back(0);
   peak_.push_back(0);
   flowsOn_.emplace_back();
   resMark_.push_back(0);
+  expanded_.push_back(0);
   fixedUse_.push_back(0);
   count_.push_back(0);
   residual_.push_back(0);
+  coefSum_.push_back(0);
+  resLocal_.push_back(-1);
   return static_cast<int>(cap_.size()) - 1;
 }
 
 int FlowNetwork::start(double now, const Use* uses, int n, double bytes, int64_t tag,
                        double capBps) {
-  int capRes = -1;
-  if (capBps < std::numeric_limits<double>::infinity()) {
-    // A private resource of the cap's size makes the cap one more constraint of max-min.
-    std::vector<int>& idle = capPool_[capBps];
-    if (idle.empty()) {
-      capRes = addResource(capBps);
-    } else {
-      capRes = idle.back();
-      idle.pop_back();
-    }
-  }
   int f;
   if (!free_.empty()) {
     f = free_.back();
@@ -46,24 +39,41 @@ int FlowNetwork::start(double now, const Use* uses, int n, double bytes, int64_t
     flowMark_.push_back(0);
     fixed_.push_back(0);
     newRate_.push_back(0);
+    rate_.push_back(0);
     heapPos_.push_back(-1);
     finish_.push_back(kInf);
   }
   Slot& s = flows_[f];
-  s.uses.assign(uses, uses + n);
-  if (capRes >= 0) {
-    s.uses.push_back({capRes, 1.0});
-    ++n;
+  // Its uses live in the arena: in its slot's old region when they fit, else in a new one.
+  const uint32_t need = static_cast<uint32_t>(n);
+  if (need > s.room) {
+    s.off = static_cast<uint32_t>(useArena_.size());
+    s.room = need;
+    useArena_.resize(useArena_.size() + need);
+    posArena_.resize(posArena_.size() + need);
   }
-  s.capRes = capRes;
-  s.pos.resize(n);
-  for (int i = 0; i < n; ++i) {
-    s.pos[i] = static_cast<int>(flowsOn_[s.uses[i].res].size());
-    flowsOn_[s.uses[i].res].push_back(f);
+  s.n = need;
+  Use* u = useArena_.data() + s.off;
+  // Active uses first, passive ones last (they are not in flowsOn_).
+  uint32_t a = 0, b = need;
+  for (int i = 0; i < n; ++i) u[passive_[uses[i].res] ? --b : a++] = uses[i];
+  s.passive = need - a;
+  int* pos = posArena_.data() + s.off;
+  for (uint32_t i = 0; i < a; ++i) {
+    pos[i] = static_cast<int>(flowsOn_[u[i].res].size());
+    flowsOn_[u[i].res].push_back(f);
+    coefSum_[u[i].res] += u[i].coef;
   }
+  s.capBps = capBps;
+  // Only passive resources on its way: nothing else bounds it, so they cap it (the caller
+  // promised that its flows never saturate them).
+  if (a == 0)
+    for (uint32_t i = a; i < need; ++i) s.capBps = std::min(s.capBps, cap_[u[i].res] / u[i].coef);
   s.remaining = bytes;
-  s.rate = 0;
+  rate_[f] = 0;
   s.lastT = now;
+  s.startT = now;
+  if (active_ == 0 || now < startFloor_) startFloor_ = now;
   s.active = true;
   s.fresh = true;
   s.tag = tag;
@@ -75,33 +85,40 @@ int FlowNetwork::start(double now, const Use* uses, int n, double bytes, int64_t
 
 void FlowNetwork::extend(int f, double bytes, double now) {
   Slot& s = flows_[f];
-  s.remaining = std::max(0.0, s.remaining - s.rate * (now - s.lastT)) + bytes;
+  s.remaining = std::max(0.0, s.remaining - rate_[f] * (now - s.lastT)) + bytes;
   s.lastT = now;
   ++s.version;
-  if (!s.fresh) schedule(f, s.rate > 0 ? now + s.remaining / s.rate : kInf);
+  if (!s.fresh) schedule(f, rate_[f] > 0 ? now + s.remaining / rate_[f] : kInf);
 }
 
 void FlowNetwork::remove(int f) {
   Slot& s = flows_[f];
-  for (size_t i = 0; i < s.uses.size(); ++i) {
-    const int r = s.uses[i].res;
+  for (const Use& u : passiveUsesOf(f)) load_[u.res] = std::max(0.0, load_[u.res] - u.coef * rate_[f]);
+  const Use* uses = useArena_.data() + s.off;
+  const int* pos = posArena_.data() + s.off;
+  for (uint32_t i = 0; i < s.n - s.passive; ++i) {
+    const int r = uses[i].res;
     // A saturated resource frees capacity for the flows still on it: re-solve them.
     if (tight(r)) {
       seedRes_.push_back(r);
       seedForce_.push_back(1);
+      thetaLeft_ = std::min(thetaLeft_, rate_[f]);
     }
-    load_[r] = std::max(0.0, load_[r] - s.uses[i].coef * s.rate);
+    coefSum_[r] -= uses[i].coef;
+    load_[r] = std::max(0.0, load_[r] - uses[i].coef * rate_[f]);
     std::vector<int>& on = flowsOn_[r];
-    const int p = s.pos[i];
+    const int p = pos[i];
     const int last = on.back();
     on[p] = last;
     on.pop_back();
-    if (on.empty()) load_[r] = 0;  // no drift on idle resources
+    if (on.empty()) load_[r] = coefSum_[r] = 0;  // no drift on idle resources
     if (last != f) {
-      Slot& o = flows_[last];
-      for (size_t j = 0; j < o.uses.size(); ++j)
-        if (o.uses[j].res == r && o.pos[j] == static_cast<int>(on.size())) {
-          o.pos[j] = p;
+      const Slot& o = flows_[last];
+      const Use* ou = useArena_.data() + o.off;
+      int* op = posArena_.data() + o.off;
+      for (uint32_t j = 0; j < o.n - o.passive; ++j)
+        if (ou[j].res == r && op[j] == static_cast<int>(on.size())) {
+          op[j] = p;
           break;
         }
     }
@@ -111,98 +128,142 @@ void FlowNetwork::remove(int f) {
   ++s.version;
   --active_;
   unschedule(f);
-  if (s.capRes >= 0) capPool_[cap_[s.capRes]].push_back(s.capRes);
-  s.capRes = -1;
   free_.push_back(f);
 }
 
 // Adds resource r to the component; the flows on it join when it is saturated (or `force`), and
-// their saturated resources in turn (flows only couple through resources that bind).
+// their saturated resources in turn (flows only couple through resources that bind). Frozen
+// flows (slower than frozenBelow_) stay out. A resource is expanded (its flows taken in) once.
 void FlowNetwork::collect(int r, bool force) {
-  std::vector<std::pair<int, bool>>& stack = stack_;
-  stack.assign(1, {r, force});
+  std::vector<int>& stack = stack_;
+  stack.clear();
+  auto reach = [&](int res) {
+    if (resMark_[res] == epoch_) return;
+    resMark_[res] = epoch_;
+    compRes_.push_back(res);
+    if (tight(res)) stack.push_back(res);
+  };
+  reach(r);
+  if (force && stack.empty() && expanded_[r] != epoch_) stack.push_back(r);
   while (!stack.empty()) {
-    const auto [res, frc] = stack.back();
+    const int res = stack.back();
     stack.pop_back();
-    if (resMark_[res] != epoch_) {
-      resMark_[res] = epoch_;
-      compRes_.push_back(res);
-    } else if (!frc) {
-      continue;
-    }
-    if (!frc && !tight(res)) continue;
+    if (expanded_[res] == epoch_) continue;
+    expanded_[res] = epoch_;
     for (int f : flowsOn_[res]) {
-      if (flowMark_[f] == epoch_) continue;
+      if (flowMark_[f] == epoch_ || rate_[f] < frozenBelow_) continue;
       flowMark_[f] = epoch_;
       comp_.push_back(f);
-      for (const Use& u : flows_[f].uses)
-        if (resMark_[u.res] != epoch_) stack.push_back({u.res, false});
+      for (const Use& u : usesOf(f)) reach(u.res);
     }
   }
 }
 
-// Progressive filling of comp_ within the capacity the other flows leave, then applies the rates.
-void FlowNetwork::fill(double now) {
-  for (int r : compRes_) {
+// Progressive filling of comp_ within the capacity the other flows leave; applies the rates
+// unless one falls below frozenBelow_ (then returns false, changing nothing). A flow's own cap
+// is a level of its own in the heap (key res -1 - flow) rather than a resource.
+bool FlowNetwork::fill(double now) {
+  const size_t nres = compRes_.size();
+  onStart_.assign(nres + 1, 0);
+  for (size_t i = 0; i < nres; ++i) {
+    const int r = compRes_[i];
     fixedUse_[r] = 0;
     count_[r] = 0;
     residual_[r] = cap_[r] - load_[r];
+    resLocal_[r] = static_cast<int>(i);
   }
   for (int f : comp_) {
     fixed_[f] = 0;
     newRate_[f] = kInf;
-    for (const Use& u : flows_[f].uses) {
-      residual_[u.res] += u.coef * flows_[f].rate;  // give back this flow's current share
+    for (const Use& u : usesOf(f)) {
+      residual_[u.res] += u.coef * rate_[f];  // give back this flow's current share
       count_[u.res] += u.coef;
+      ++onStart_[resLocal_[u.res] + 1];
     }
   }
+  // The component's flows per resource (flowsOn_ also holds flows outside it).
+  for (size_t i = 0; i < nres; ++i) onStart_[i + 1] += onStart_[i];
+  onFill_.assign(onStart_.begin(), onStart_.end() - 1);
+  compOn_.resize(onStart_[nres]);
+  for (int f : comp_)
+    for (const Use& u : usesOf(f)) compOn_[onFill_[resLocal_[u.res]]++] = f;
   std::vector<LevelKey>& hv = levelHeap_;
   hv.clear();
-  auto push = [&hv](LevelKey k) {
-    hv.push_back(k);
-    std::push_heap(hv.begin(), hv.end(), std::greater<>());
-  };
   auto levelOf = [&](int r) { return std::max(0.0, residual_[r] - fixedUse_[r]) / count_[r]; };
   for (int r : compRes_)
-    if (count_[r] > kTiny) push({levelOf(r), r});
+    if (count_[r] > kTiny) hv.push_back({levelOf(r), r});
+  for (int f : comp_)
+    if (flows_[f].capBps < kInf) hv.push_back({flows_[f].capBps, -1 - f});
+  std::make_heap(hv.begin(), hv.end(), std::greater<>());
+  auto fix = [&](int f, double lvl) {
+    fixed_[f] = 1;
+    newRate_[f] = lvl;
+    for (const Use& u : usesOf(f)) {
+      fixedUse_[u.res] += u.coef * lvl;
+      count_[u.res] -= u.coef;
+    }
+  };
   while (!hv.empty()) {
     std::pop_heap(hv.begin(), hv.end(), std::greater<>());
     const LevelKey k = hv.back();
     hv.pop_back();
+    if (k.res < 0) {  // a flow's cap: every resource's level is at least this key
+      const int f = -1 - k.res;
+      if (!fixed_[f]) fix(f, k.level);
+      continue;
+    }
     const int r = k.res;
     if (count_[r] <= kTiny) continue;
     const double lvl = levelOf(r);
     if (lvl > k.level) {  // levels only rise as flows are fixed: this key is stale
-      push({lvl, r});
+      hv.push_back({lvl, r});
+      std::push_heap(hv.begin(), hv.end(), std::greater<>());
       continue;
     }
     // Fixing flows only raises the other resources' levels, so their keys (lower bounds) stay
     // in the heap and are refreshed when they come out stale (above): no push per flow.
-    for (int f : flowsOn_[r]) {
-      if (flowMark_[f] != epoch_ || fixed_[f]) continue;
-      fixed_[f] = 1;
-      newRate_[f] = lvl;
-      for (const Use& u : flows_[f].uses) {
-        fixedUse_[u.res] += u.coef * lvl;
-        count_[u.res] -= u.coef;
-      }
-    }
+    const int li = resLocal_[r];
+    for (int i = onStart_[li]; i < onStart_[li + 1]; ++i)
+      if (!fixed_[compOn_[i]]) fix(compOn_[i], lvl);
     count_[r] = 0;
   }
+  // A rate below the frozen level means the threshold did not hold (rounding): the caller
+  // solves again without it.
+  if (frozenBelow_ > 0)
+    for (int f : comp_)
+      if (newRate_[f] < frozenBelow_) return false;
   for (int f : comp_) {
     Slot& s = flows_[f];
     const double nr = newRate_[f];
-    s.remaining = std::max(0.0, s.remaining - s.rate * (now - s.lastT));
+    s.remaining = std::max(0.0, s.remaining - rate_[f] * (now - s.lastT));
     s.lastT = now;
-    for (const Use& u : s.uses) load_[u.res] += u.coef * (nr - s.rate);
-    if (s.fresh || nr != s.rate) {
-      s.rate = nr;
+    for (const Use& u : usesOf(f)) load_[u.res] += u.coef * (nr - rate_[f]);
+    if (s.fresh || nr != rate_[f]) {
+      setRate(f, nr);
       s.fresh = false;
       ++s.version;
       schedule(f, nr > 0 ? now + s.remaining / nr : kInf);
     }
   }
-  for (int r : compRes_) peak_[r] = std::max(peak_[r], load_[r] / cap_[r]);
+  ++stats_.fills;
+  stats_.flowsFilled += comp_.size();
+  return true;
+}
+
+// Sets a flow's rate, carrying the change onto its passive resources. Their peaks (and those of
+// the resources placed flows use) are taken by notePeaks() once every rate of a solve is in,
+// not between two flows' changes.
+void FlowNetwork::setRate(int f, double rate) {
+  for (const Use& u : passiveUsesOf(f)) {
+    load_[u.res] += u.coef * (rate - rate_[f]);
+    touched_.push_back(u.res);
+  }
+  rate_[f] = rate;
+}
+
+void FlowNetwork::notePeaks() {
+  for (int r : touched_) peak_[r] = std::max(peak_[r], load_[r] / cap_[r]);
+  touched_.clear();
 }
 
 void FlowNetwork::solve(double now) {
@@ -219,8 +280,9 @@ void FlowNetwork::solve(double now) {
   for (int f : seedFlows_) {
     Slot& s = flows_[f];
     if (!s.active || !s.fresh || flowMark_[f] == epoch_) continue;
-    if (s.uses.empty()) {  // nothing finite on its way: done at once
-      s.rate = kInf;
+    const std::span<const Use> uses = usesOf(f);
+    if (uses.empty() && !(s.capBps < kInf)) {  // nothing finite on its way: done at once
+      rate_[f] = kInf;
       s.fresh = false;
       ++s.version;
       schedule(f, now);
@@ -229,39 +291,39 @@ void FlowNetwork::solve(double now) {
     flowMark_[f] = epoch_;
     // Fast path: alone on every resource it uses, the flow gets the tightest of them.
     bool alone = true;
-    for (const Use& u : s.uses) alone &= flowsOn_[u.res].size() == 1;
+    for (const Use& u : uses) alone &= flowsOn_[u.res].size() == 1;
     if (alone) {
-      double rate = std::numeric_limits<double>::infinity();
-      for (const Use& u : s.uses) rate = std::min(rate, cap_[u.res] / u.coef);
-      for (const Use& u : s.uses) {
+      double rate = s.capBps;
+      for (const Use& u : uses) rate = std::min(rate, cap_[u.res] / u.coef);
+      for (const Use& u : uses) {
         load_[u.res] = u.coef * rate;
-        peak_[u.res] = std::max(peak_[u.res], load_[u.res] / cap_[u.res]);
+        touched_.push_back(u.res);
       }
-      s.rate = rate;
+      setRate(f, rate);
       s.fresh = false;
       ++s.version;
       schedule(f, now + s.remaining / rate);
       continue;
     }
     if (place) {
-      double x = kInf;
-      for (const Use& u : s.uses) x = std::min(x, std::max(0.0, cap_[u.res] - load_[u.res]) / u.coef);
+      double x = s.capBps;
+      for (const Use& u : uses) x = std::min(x, std::max(0.0, cap_[u.res] - load_[u.res]) / u.coef);
       bool ok = x > 0 && std::isfinite(x);
-      for (size_t i = 0; ok && i < s.uses.size(); ++i) {
-        const Use& u = s.uses[i];
+      for (size_t i = 0; ok && i < uses.size(); ++i) {
+        const Use& u = uses[i];
         if (std::max(0.0, cap_[u.res] - load_[u.res]) / u.coef > x * (1 + 1e-12)) continue;
         for (int g : flowsOn_[u.res])
-          if (g != f && flows_[g].rate > x * (1 + 1e-9)) {
+          if (g != f && rate_[g] > x * (1 + 1e-9)) {
             ok = false;
             break;
           }
       }
       if (ok) {
-        for (const Use& u : s.uses) {
+        for (const Use& u : uses) {
           load_[u.res] += u.coef * x;
-          peak_[u.res] = std::max(peak_[u.res], load_[u.res] / cap_[u.res]);
+          touched_.push_back(u.res);
         }
-        s.rate = x;
+        setRate(f, x);
         s.fresh = false;
         ++s.version;
         schedule(f, now + s.remaining / x);
@@ -270,36 +332,75 @@ void FlowNetwork::solve(double now) {
       }
       place = false;
     }
-    comp_.push_back(f);
-    for (const Use& u : s.uses) collect(u.res, false);
+    pending_.push_back(f);
   }
-  for (size_t i = 0; i < seedRes_.size(); ++i) collect(seedRes_[i], seedForce_[i]);
   seedFlows_.clear();
+  // Flows slower than every change of this solve keep their rates (a max-min property: a flow
+  // that leaves at rate x, or joins at a final rate x, changes no flow slower than x, and no
+  // flow at least as fast drops below x). A new flow ends at least at its fair share of its
+  // tightest resource, capacity / (sum of coefficients there). Frozen flows stay out of the
+  // component and their load stays on their resources.
+  double theta = thetaLeft_;
+  for (int f : pending_) {
+    double share = flows_[f].capBps;
+    for (const Use& u : usesOf(f)) share = std::min(share, cap_[u.res] / coefSum_[u.res]);
+    theta = std::min(theta, share);
+  }
+  thetaLeft_ = kInf;
+  frozenBelow_ = std::isfinite(theta) ? theta * (1 - 1e-9) : 0;
+  for (int attempt = 0;; ++attempt) {
+    if (attempt > 0) {  // without the threshold, from the same seeds
+      ++epoch_;
+      comp_.clear();
+      compRes_.clear();
+      frozenBelow_ = 0;
+      ++stats_.retries;
+    }
+    for (int f : pending_) flowMark_[f] = epoch_;
+    comp_.assign(pending_.begin(), pending_.end());
+    for (int f : pending_)
+      for (const Use& u : usesOf(f)) collect(u.res, false);
+    for (size_t i = 0; i < seedRes_.size(); ++i) collect(seedRes_[i], seedForce_[i]);
+    if (comp_.empty() || settle(now)) break;
+  }
+  frozenBelow_ = 0;
+  pending_.clear();
   seedRes_.clear();
   seedForce_.clear();
-  if (comp_.empty()) return;
+  notePeaks();  // of the placed flows' resources (a component may have re-rated them since)
+}
+
+// Fills the component until no outside flow needs to join; false if the threshold failed.
+bool FlowNetwork::settle(double now) {
+  ++stats_.solves;
   for (;;) {
-    fill(now);
+    if (!fill(now)) return false;
     // A resource the new rates saturate may hold outside flows that now get more than the
     // component's flows bottlenecked there: pull them in and solve again.
     bool grew = false;
     const size_t nres = compRes_.size();
     for (size_t i = 0; i < nres; ++i) {
       const int r = compRes_[i];
-      if (!tight(r)) continue;
+      // An expanded resource holds no outside flow but frozen ones, which are slower than any
+      // flow of the component.
+      if (expanded_[r] == epoch_ || !tight(r)) continue;
       double maxComp = 0;
       for (int f : flowsOn_[r])
-        if (flowMark_[f] == epoch_) maxComp = std::max(maxComp, flows_[f].rate);
+        if (flowMark_[f] == epoch_) maxComp = std::max(maxComp, rate_[f]);
       for (int g : flowsOn_[r]) {
-        if (flowMark_[g] == epoch_ || flows_[g].rate <= maxComp * (1 + 1e-9)) continue;
+        if (flowMark_[g] == epoch_ || rate_[g] <= maxComp * (1 + 1e-9)) continue;
         flowMark_[g] = epoch_;
         comp_.push_back(g);
-        for (const Use& u : flows_[g].uses) collect(u.res, false);
+        for (const Use& u : usesOf(g)) collect(u.res, false);
         grew = true;
       }
     }
     if (!grew) break;
   }
+  // Peaks once the rates are final (a filling that pulls in more flows is not).
+  for (int r : compRes_) peak_[r] = std::max(peak_[r], load_[r] / cap_[r]);
+  notePeaks();
+  return true;
 }
 
 void FlowNetwork::siftUp(size_t i) {
@@ -358,13 +459,43 @@ void FlowNetwork::unschedule(int f) {
 
 double FlowNetwork::nextFinish() { return heap_.empty() ? kInf : finish_[heap_.front()]; }
 
-void FlowNetwork::popFinished(double t, std::vector<int64_t>* done) {
+double FlowNetwork::popFinished(double t, std::vector<int64_t>* done, double horizon) {
   const double limit = t + std::abs(t) * 1e-12;
+  double batch = t;
+  if (precision_ > 0 && horizon > limit && !heap_.empty() && finish_[heap_.front()] <= limit) {
+    // Within the precision: a flow due by `horizon` and within precision x its own duration of
+    // t finishes with this batch, at the batch's time. Its capacity idles until then, so the
+    // schedule stays feasible (no resource over capacity, every byte moved). The heap is walked
+    // from its root: every active flow started at or after startFloor_, so one qualifies only if
+    // its finish is at most (t - p startFloor) / (1 - p), which prunes whole subtrees.
+    const double reach = std::min(horizon, (t - precision_ * startFloor_) / (1 - precision_));
+    merge_.clear();
+    stackIdx_.assign(1, 0);
+    while (!stackIdx_.empty()) {
+      const size_t i = stackIdx_.back();
+      stackIdx_.pop_back();
+      const int f = heap_[i];
+      const double fin = finish_[f];
+      if (fin > reach) continue;
+      if (fin <= limit || fin - t <= precision_ * (fin - flows_[f].startT)) {
+        merge_.push_back(f);
+        batch = std::max(batch, fin);
+      }
+      if (2 * i + 1 < heap_.size()) stackIdx_.push_back(2 * i + 1);
+      if (2 * i + 2 < heap_.size()) stackIdx_.push_back(2 * i + 2);
+    }
+    for (int f : merge_) {
+      done->push_back(flows_[f].tag);
+      remove(f);
+    }
+    return batch;
+  }
   while (!heap_.empty() && finish_[heap_.front()] <= limit) {
     const int f = heap_.front();
     done->push_back(flows_[f].tag);
     remove(f);
   }
+  return batch;
 }
 
 }  // namespace nlccl::fabric

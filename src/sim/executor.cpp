@@ -36,6 +36,8 @@ namespace {
 using fabric::FlowNetwork;
 using fabric::Use;
 constexpr double kInf = std::numeric_limits<double>::infinity();
+// findPassiveLinks: chip pairs beyond which the analysis is skipped (its memory grows with them).
+constexpr size_t kPassivePairBudget = 4'000'000;
 using plan::XferKind;
 
 // A message the receiver reduces on arrival (Message::reduced, RecvReduceCopy included: region =
@@ -94,6 +96,8 @@ class Executor {
   }
   int rankOf(int x) const { return cp_.steps()[cp_.xfers()[x].step].rank; }
   int linkRes(int l);
+  void chipLinks();
+  void findPassiveLinks();
   int chipRes(std::vector<int>& res, int chip, double capacity, bool out, double coef);
   void tryStart(int s, int k, double t);
   void startStep(int s, int k, double t);
@@ -140,6 +144,7 @@ class Executor {
   std::vector<int> linkRes_, dmaRes_, hbmRes_;  // -2: not created yet, -1: unlimited
   std::vector<double> linkBytes_, linkPeak_;    // per representative link
   std::vector<double> chipOut_, chipIn_;        // link bandwidth out of / into each chip
+  std::vector<char> passiveLink_;               // per link: cannot saturate (findPassiveLinks)
   std::vector<int> routeScratch_;
   std::vector<Use> useScratch_;
   Result* out_ = nullptr;
@@ -188,9 +193,65 @@ int Executor::linkRes(int l) {
   int& r = linkRes_[static_cast<size_t>(l)];
   if (r == -2) {
     const double bw = topo_.links()[static_cast<size_t>(l)].bwBps;
-    r = std::isfinite(bw) ? net_.addResource(bw) : -1;
+    const bool passive = !passiveLink_.empty() && passiveLink_[static_cast<size_t>(l)];
+    r = std::isfinite(bw) ? net_.addResource(bw, passive) : -1;
   }
   return r;
+}
+
+void Executor::chipLinks() {
+  if (!chipOut_.empty()) return;
+  chipOut_.assign(static_cast<size_t>(topo_.numChips()), 0.0);
+  chipIn_.assign(static_cast<size_t>(topo_.numChips()), 0.0);
+  for (const fabric::Link& l : topo_.links()) {
+    if (l.from < topo_.numChips()) chipOut_[static_cast<size_t>(l.from)] += l.bwBps;
+    if (l.to < topo_.numChips()) chipIn_[static_cast<size_t>(l.to)] += l.bwBps;
+  }
+}
+
+// Links no flow of this Plan can saturate. Every byte crossing a link leaves one of the chips
+// whose messages use it and enters one of the chips they go to, so its load never exceeds the
+// smaller of those chips' summed link bandwidth out (in); at equality those chips' own links
+// saturate with it and bind the same flows. Max-min ignores a resource that cannot saturate, so
+// such a link is passive: only its load and peak are kept. In a non-blocking switch fabric that
+// leaves a flow its two chips' links to share instead of every link of its route.
+void Executor::findPassiveLinks() {
+  chipLinks();
+  std::vector<std::pair<int, int>> pairs;  // (source chip, destination chip)
+  pairs.reserve(cp_.messages().size());
+  for (const plan::Message& m : cp_.messages()) {
+    const int a = topo_.chipOfRank(rankOf(m.from));
+    const int b = topo_.chipOfRank(rankOf(m.to));
+    if (a != b) pairs.emplace_back(a, b);
+  }
+  std::sort(pairs.begin(), pairs.end());
+  pairs.erase(std::unique(pairs.begin(), pairs.end()), pairs.end());
+  if (pairs.size() > kPassivePairBudget) return;  // not worth its memory: every link binds
+  std::vector<std::pair<int, int>> out, in;  // (link, chip)
+  for (const auto& [a, b] : pairs) {
+    routeScratch_.clear();
+    topo_.routeLinks(a, b, &routeScratch_);
+    for (int l : routeScratch_) {
+      out.emplace_back(l, a);
+      in.emplace_back(l, b);
+    }
+  }
+  const size_t nl = topo_.links().size();
+  auto sums = [nl](std::vector<std::pair<int, int>>& v, const std::vector<double>& bw) {
+    std::sort(v.begin(), v.end());
+    v.erase(std::unique(v.begin(), v.end()), v.end());
+    std::vector<double> sum(nl, 0.0);
+    for (const auto& [l, c] : v) sum[static_cast<size_t>(l)] += bw[static_cast<size_t>(c)];
+    return sum;
+  };
+  const std::vector<double> outSum = sums(out, chipOut_), inSum = sums(in, chipIn_);
+  passiveLink_.assign(nl, 0);
+  for (size_t l = 0; l < nl; ++l) {
+    const fabric::Link& link = topo_.links()[l];
+    // A chip's own links are what the passive ones rely on: they always take part.
+    if (link.from < topo_.numChips() || link.to < topo_.numChips()) continue;
+    passiveLink_[l] = std::min(outSum[l], inSum[l]) <= link.bwBps * (1 + 1e-12);
+  }
 }
 
 // A chip's DMA (HBM) can bind only if its flows can together go faster than its engines: with
@@ -202,14 +263,7 @@ int Executor::chipRes(std::vector<int>& res, int chip, double capacity, bool out
   if (r != -2) return r;
   r = -1;
   if (!std::isfinite(capacity)) return r;
-  if (chipOut_.empty()) {  // the bandwidth of every chip's links out and in
-    chipOut_.assign(static_cast<size_t>(topo_.numChips()), 0.0);
-    chipIn_.assign(static_cast<size_t>(topo_.numChips()), 0.0);
-    for (const fabric::Link& l : topo_.links()) {
-      if (l.from < topo_.numChips()) chipOut_[static_cast<size_t>(l.from)] += l.bwBps;
-      if (l.to < topo_.numChips()) chipIn_[static_cast<size_t>(l.to)] += l.bwBps;
-    }
-  }
+  chipLinks();  // the bandwidth of every chip's links out and in
   const double links = topo_.ranksPerChip() > 1 ? kInf
                        : out                    ? chipOut_[static_cast<size_t>(chip)]
                                                 : chipIn_[static_cast<size_t>(chip)];
@@ -528,6 +582,7 @@ Status Executor::run(Result* out, std::string* error) {
   NLCHECK(build(error));
   chooseLoops();
   linkRes_.assign(topo_.links().size(), -2);
+  if (opts_.mode == Mode::Flow && !quotient_.folds()) findPassiveLinks();
   dmaRes_.assign(static_cast<size_t>(topo_.numChips()), -2);
   hbmRes_.assign(static_cast<size_t>(topo_.numChips()), -2);
   linkBytes_.assign(topo_.links().size(), 0);
@@ -539,17 +594,22 @@ Status Executor::run(Result* out, std::string* error) {
   for (int s = 0; s < static_cast<int>(steps_.size()); ++s)
     if (cp_.steps()[s].prev < 0) tryStart(s, 0, t0);
   std::vector<int64_t> done;
+  net_.setPrecision(opts_.mode == Mode::Flow ? opts_.precision : 0);
   net_.solve(t0);
   for (;;) {
     const double tq = queue_.empty() ? kInf : queue_.top().t;
-    const double t = std::min(tq, net_.nextFinish());
+    const double tf = net_.nextFinish();
+    double t = std::min(tq, tf);
     if (!std::isfinite(t)) break;
     // Everything due at time t is processed, then the network is solved once for the batch.
+    // Finishes within the precision join the batch, which then happens at the last of them
+    // (never past the next queued event).
+    done.clear();
+    if (tf <= tq) t = net_.popFinished(t, &done, tq);
     const double limit = t + std::abs(t) * 1e-12;
     for (bool more = true; more;) {
       more = false;
-      done.clear();
-      net_.popFinished(t, &done);
+      if (done.empty()) net_.popFinished(t, &done);
       for (int64_t tag : done) {
         ++events_;
         dataDone(tag, t);
@@ -563,6 +623,7 @@ Status Executor::run(Result* out, std::string* error) {
         else if (e.type == 1) arrival(static_cast<int>(e.a), e.b, t);
         else finishStep(static_cast<int>(e.a), t);
       }
+      done.clear();
     }
     net_.solve(t);
   }
@@ -582,14 +643,17 @@ Status Executor::run(Result* out, std::string* error) {
   out->loops = loops_;
   out->transfers = flows_;
   out->events = events_;
+  out->solves = net_.stats().solves;
   out->simulatedRanks = static_cast<int>(cp_.symmetry().reps(cp_.nranks()).size());
   expand(out);
   out->timeS = *std::max_element(rankFinish_.begin(), rankFinish_.end());
   out->wallS = std::chrono::duration<double>(std::chrono::steady_clock::now() - wall0).count();
+  const fabric::FlowNetwork::Stats& ns = net_.stats();
   INFO(log::kSim, "simulated %s %s on %d ranks (%d simulated, %s): %d loops, %zu transfers, "
-       "%zu events, %.6f s modelled in %.3f s", cp_.algorithm().c_str(),
-       collectiveName(cp_.collective()), cp_.nranks(), out->simulatedRanks, modeName(opts_.mode),
-       loops_, flows_, events_, out->timeS, out->wallS);
+       "%zu events, %zu solves (%zu fillings, %zu flows re-rated, %zu retried), %.6f s modelled "
+       "in %.3f s", cp_.algorithm().c_str(), collectiveName(cp_.collective()), cp_.nranks(),
+       out->simulatedRanks, modeName(opts_.mode), loops_, flows_, events_, ns.solves, ns.fills,
+       ns.flowsFilled, ns.retries, out->timeS, out->wallS);
   return Status::Success;
 }
 

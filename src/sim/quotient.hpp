@@ -36,6 +36,8 @@ class Quotient {
   }
   int chip(int c) const { return chipRep_.empty() ? c : chipRep_[static_cast<size_t>(c)]; }
   double chipWeight() const { return chipWeight_; }
+  /// False for the identity (the full form): every link and chip stands for itself.
+  bool folds() const { return !linkRep_.empty() || !chipRep_.empty(); }
 
  private:
   std::vector<int> linkRep_;

@@ -130,6 +130,71 @@ TEST(SimFlow, HbmBindsReductions) {
               kAlpha + 2 * n / 500e9 * 2, 1e-12);
 }
 
+// A switch uplink that the chips below it cannot fill is left out of the sharing (passive) but
+// its load is still reported; an oversubscribed one still binds.
+TEST(SimFlow, UplinksBindOnlyWhenOversubscribed) {
+  const size_t count = 1 << 22;
+  const double n = count * 4.0;
+  // Chips 0 and 1 (server 0) each send to a chip of server 1: two flows up one server uplink.
+  auto uplinkPeak = [](const fabric::Topology& t, const sim::Result& r) {
+    double peak = 0;
+    for (const sim::LinkStat& l : r.links) {
+      const fabric::Link& link = t.links()[static_cast<size_t>(l.link)];
+      if (link.from >= t.numChips() && link.to >= t.numChips()) peak = std::max(peak, l.peakUtil);
+    }
+    return peak;
+  };
+  const auto wide = load("trn3-us144");
+  const double lone = run(wide, simtest::transfers(144, {{0, 4}}, count)).timeS;
+  const auto both = run(wide, simtest::transfers(144, {{0, 4}, {1, 5}}, count));
+  EXPECT_NEAR(both.timeS, lone, 1e-9 * lone);
+  EXPECT_NEAR(uplinkPeak(wide, both), 0.5, 1e-9);  // 2 x 1280 GB/s of a 4 x 1280 GB/s uplink
+  // A quarter of the bandwidth per chip above the server: the uplink (1280 GB/s) is shared.
+  const auto thin = load("trn3-us144", {"levels.rack.bw_GBps=320"});
+  const double lone2 = run(thin, simtest::transfers(144, {{0, 4}}, count)).timeS;
+  const auto both2 = run(thin, simtest::transfers(144, {{0, 4}, {1, 5}}, count));
+  EXPECT_NEAR(both2.timeS - lone2, n / 1280e9, 1e-9 * both2.timeS);
+  EXPECT_NEAR(uplinkPeak(thin, both2), 1.0, 1e-9);
+}
+
+// Merging finishes within a precision re-solves less and moves the time by less than it.
+TEST(SimFlow, PrecisionMergesFinishes) {
+  const auto t = load("flat:16");
+  std::vector<std::pair<int, int>> pairs;
+  for (int s = 0; s < 16; ++s)
+    for (int d = 0; d < 16; ++d)
+      if (s != d) pairs.emplace_back(s, d);
+  // Skewed sizes: pair (s, d) moves (1 + (7s + 3d) % 29) blocks, so finishes spread out.
+  plan::Plan skew;
+  skew.collective = Collective::SendRecv;
+  skew.algorithm = "hand";
+  skew.nranks = 16;
+  skew.count = 1;
+  skew.ranks.resize(16);
+  for (auto& rk : skew.ranks) {
+    rk.channels.resize(1);
+    rk.channels[0].steps.resize(1);
+  }
+  for (auto [s, d] : pairs) {
+    const size_t c = 4096 * (1 + (7 * s + 3 * d) % 29);
+    skew.ranks[s].channels[0].steps[0].transfers.push_back(
+        {plan::XferKind::Send, d, -1, plan::in(0, c)});
+    skew.ranks[d].channels[0].steps[0].transfers.push_back(
+        {plan::XferKind::Recv, s, -1, plan::out(0, c)});
+  }
+  sim::Options o;
+  sim::Result exact, merged;
+  std::string err;
+  ASSERT_EQ(sim::simulate(t, skew, o, &exact, &err), Status::Success) << err;
+  o.precision = 1e-2;
+  ASSERT_EQ(sim::simulate(t, skew, o, &merged, &err), Status::Success) << err;
+  EXPECT_LT(merged.solves, exact.solves);
+  EXPECT_EQ(merged.transfers, exact.transfers);
+  EXPECT_NEAR(merged.timeS, exact.timeS, 1e-2 * exact.timeS);
+  for (size_t r = 0; r < 16; ++r)
+    EXPECT_DOUBLE_EQ(merged.rankBytesSent[r], exact.rankBytesSent[r]);
+}
+
 TEST(SimFlow, RanksOfOneChipShareItsLinksAndEngines) {
   // flat:2 with 2 ranks per chip: ranks 0,1 on chip 0 and 2,3 on chip 1.
   const auto t = load("flat:2", {"ranks_per_chip=2"});

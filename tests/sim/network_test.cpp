@@ -52,8 +52,10 @@ std::vector<double> maxMin(const std::vector<double>& cap, const std::vector<Spe
   return rate;
 }
 
-// Finish time of every flow by a fluid simulation that re-solves everything at each event.
-std::vector<double> reference(const std::vector<double>& cap, const std::vector<Spec>& flows) {
+// Finish time of every flow by a fluid simulation that re-solves everything at each event;
+// *peak (when given) gets the largest total rate of the flows marked in `watch`.
+std::vector<double> reference(const std::vector<double>& cap, const std::vector<Spec>& flows,
+                              const std::vector<char>* watch = nullptr, double* peak = nullptr) {
   const size_t n = flows.size();
   std::vector<double> rem(n), finish(n, -1);
   for (size_t i = 0; i < n; ++i) rem[i] = flows[i].bytes;
@@ -68,6 +70,11 @@ std::vector<double> reference(const std::vector<double>& cap, const std::vector<
     }
     if (active.empty() && !std::isfinite(next)) break;
     const auto rate = maxMin(cap, flows, active);
+    if (peak) {
+      double load = 0;
+      for (int f : active) load += (*watch)[f] ? rate[f] : 0;
+      *peak = std::max(*peak, load);
+    }
     for (int f : active) next = std::min(next, t + rem[f] / rate[f]);
     for (int f : active) {
       rem[f] -= rate[f] * (next - t);
@@ -124,6 +131,82 @@ TEST(SimNetwork, IncrementalMatchesFromScratch) {
     }
     for (size_t i = 0; i < flows.size(); ++i)
       ASSERT_NEAR(got[i], want[i], 1e-9 * std::max(1.0, want[i])) << "trial " << trial << " flow " << i;
+  }
+}
+
+// Larger cases, with per-flow caps (FlowNetwork keeps them apart from the resources: the
+// reference gives each capped flow a private resource) and a passive resource that no flow can
+// saturate (ignored by the reference, its peak load checked): the threshold of solve() freezes
+// many more flows here.
+TEST(SimNetwork, IncrementalMatchesFromScratchWithCapsAndPassive) {
+  std::mt19937 rng(777);
+  for (int trial = 0; trial < 300; ++trial) {
+    const int nres = 3 + static_cast<int>(rng() % 10);
+    std::vector<double> cap(nres);
+    for (double& c : cap) c = 1 + static_cast<double>(rng() % 6);
+    const size_t nflows = 10 + rng() % 40;
+    std::vector<Spec> flows(nflows);
+    std::vector<double> flowCap(nflows, std::numeric_limits<double>::infinity());
+    std::vector<char> onPassive(nflows, 0);
+    std::vector<double> refCap = cap;
+    std::vector<Spec> refFlows;
+    for (size_t i = 0; i < nflows; ++i) {
+      Spec& f = flows[i];
+      f.start = static_cast<double>(rng() % 6);
+      f.bytes = 1 + static_cast<double>(rng() % 12);
+      const int k = 1 + static_cast<int>(rng() % 3);
+      for (int j = 0; j < k; ++j) {
+        const int r = static_cast<int>(rng() % nres);
+        bool dup = false;
+        for (const Use& u : f.uses) dup |= u.res == r;
+        if (!dup) f.uses.push_back({r, rng() % 4 == 0 ? 2.0 : 1.0});
+      }
+      Spec ref = f;
+      if (rng() % 3 == 0) {
+        flowCap[i] = 0.25 * (1 + rng() % 8);
+        refCap.push_back(flowCap[i]);
+        ref.uses.push_back({static_cast<int>(refCap.size()) - 1, 1.0});
+      }
+      onPassive[i] = rng() % 2;
+      refFlows.push_back(ref);
+    }
+    double wantPeak = 0;
+    const auto want = reference(refCap, refFlows, &onPassive, &wantPeak);
+
+    FlowNetwork net;
+    for (double c : cap) net.addResource(c);
+    // Capacity above the sum of every resource's: nothing on it can ever saturate it.
+    double total = 0;
+    for (double c : cap) total += c;
+    const int passive = net.addResource(total + 1, true);
+    std::vector<double> got(nflows, -1);
+    std::vector<int> order(nflows);
+    for (size_t i = 0; i < nflows; ++i) order[i] = static_cast<int>(i);
+    std::sort(order.begin(), order.end(),
+              [&](int a, int b) { return flows[a].start < flows[b].start; });
+    size_t nextStart = 0;
+    std::vector<int64_t> done;
+    std::vector<Use> uses;
+    for (;;) {
+      const double ts = nextStart < order.size() ? flows[order[nextStart]].start
+                                                 : std::numeric_limits<double>::infinity();
+      const double t = std::min(ts, net.nextFinish());
+      if (!std::isfinite(t)) break;
+      done.clear();
+      net.popFinished(t, &done);
+      for (int64_t d : done) got[d] = t;
+      while (nextStart < order.size() && flows[order[nextStart]].start <= t) {
+        const int i = order[nextStart];
+        uses = flows[i].uses;
+        if (onPassive[i]) uses.push_back({passive, 1.0});
+        net.start(t, uses.data(), static_cast<int>(uses.size()), flows[i].bytes, i, flowCap[i]);
+        ++nextStart;
+      }
+      net.solve(t);
+    }
+    for (size_t i = 0; i < nflows; ++i)
+      ASSERT_NEAR(got[i], want[i], 1e-9 * std::max(1.0, want[i])) << "trial " << trial << " flow " << i;
+    EXPECT_NEAR(net.peakUtil(passive), wantPeak / (total + 1), 1e-9) << "trial " << trial;
   }
 }
 
