@@ -64,6 +64,11 @@ Status ShmTransport::postSend(int peer, uint64_t tag, const void* buf, size_t by
     return Status::Success;
   }
   Peer& p = peers_[static_cast<size_t>(peer)];
+  if (p.sends.empty() && p.gone == Gone::No && !op.direct && bytes <= llMax(p) && pumpLL(p, op)) {
+    p.seg.wakeIfSleeping();  // the small-message fast path: straight into the peer's lines
+    complete(req, Status::Success);
+    return Status::Success;
+  }
   p.sends.push_back(op);
   if (p.gone != Gone::No) return Status::Success;  // progress() reports it
   Status s = pump(peer);                           // eager: copy into free slots right away
@@ -147,9 +152,50 @@ void ShmTransport::matchSelf() {
   }
 }
 
+bool ShmTransport::pumpLL(Peer& p, const SendOp& op) {
+  const shm::Segment& seg = p.seg;
+  const uint64_t lines = seg.llLines(), n = shm::llLinesFor(op.bytes);
+  if (p.llHead + n - p.llTailSeen > lines) {  // looks full: reread the receiver's tail
+    shm::RingControl* rc = seg.ring(rank_);
+    p.llTailSeen = rc->llTail.load(std::memory_order_acquire);
+    if (p.llHead + n - p.llTailSeen > lines) {
+      // Say we wait, then look again: the receiver checks the flag after freeing (Dekker).
+      rc->llSenderWaits.store(1);
+      p.llTailSeen = rc->llTail.load();
+      if (p.llHead + n - p.llTailSeen > lines) return false;
+    }
+  }
+  // Data lines first, the head line last, so a receiver that sees the head line mostly finds
+  // the whole record there.
+  size_t off = std::min<size_t>(op.bytes, shm::kLLFirst);
+  for (uint64_t i = 1; i < n; ++i) {
+    shm::LLLine* l = seg.llLine(rank_, p.llHead + i);
+    const size_t k = std::min<size_t>(shm::LLLine::kData, op.bytes - off);
+    std::memcpy(l->data, op.buf + off, k);
+    off += k;
+    l->flag.store(p.llHead + i + 1, std::memory_order_release);
+  }
+  shm::LLLine* l = seg.llLine(rank_, p.llHead);
+  const shm::LLHead h{op.tag, p.sendSeq++, static_cast<uint32_t>(op.bytes)};
+  std::memcpy(l->data, &h, sizeof h);
+  if (op.bytes) std::memcpy(l->data + sizeof h, op.buf, std::min<size_t>(op.bytes, shm::kLLFirst));
+  l->flag.store(p.llHead + 1, std::memory_order_release);
+  p.llHead += n;
+  return true;
+}
+
 Status ShmTransport::pump(int dst) {
   Peer& p = peers_[static_cast<size_t>(dst)];
   if (p.sends.empty()) return Status::Success;
+  // LL records ring the receiver only if it sleeps: once, when this pump stops.
+  struct WakeOnce {
+    const shm::Segment& seg;
+    bool wrote = false;
+    ~WakeOnce() {
+      if (wrote) seg.wakeIfSleeping();
+    }
+  } ll{p.seg};
+  const uint64_t llLimit = llMax(p);
   const shm::Segment& seg = p.seg;
   shm::RingControl* rc = seg.ring(rank_);
   const uint64_t slots = seg.slots(), slotBytes = seg.slotBytes();
@@ -160,13 +206,20 @@ Status ShmTransport::pump(int dst) {
   uint64_t& tail = p.tailSeen;
   while (!p.sends.empty()) {
     SendOp& op = p.sends.front();
+    if (!op.direct && op.bytes <= llLimit) {
+      if (!pumpLL(p, op)) return Status::Success;  // full: the receiver rings us on free
+      ll.wrote = true;
+      complete(op.req, Status::Success);  // eager: the data is in the peer's lines
+      p.sends.pop_front();
+      continue;
+    }
     if (op.direct) {  // one slot with the descriptor; completes on the receiver's ack
       if (head - tail >= slots) {
         tail = rc->tail.load(std::memory_order_acquire);
         if (head - tail >= slots) return Status::Success;
       }
       shm::SlotHeader* h = seg.slotHeader(rank_, head);
-      *h = shm::SlotHeader{op.tag, op.bytes, 0, op.bytes, shm::kSlotDirect};
+      *h = shm::SlotHeader{op.tag, op.bytes, 0, op.bytes, shm::kSlotDirect, p.sendSeq++, 0};
       shm::DirectDescriptor d{shm::kDirectMagic, op.alloc.id,  op.alloc.size,
                               op.alloc.offset,   op.alloc.fd, 0};
       std::memcpy(seg.slotPayload(rank_, head), &d, sizeof d);
@@ -190,6 +243,7 @@ Status ShmTransport::pump(int dst) {
       h->offset = op.sent;
       h->bytes = n;
       h->flags = 0;
+      h->seq = op.started ? p.sendSeq - 1 : p.sendSeq++;  // one number per message
       if (n) std::memcpy(seg.slotPayload(rank_, head), op.buf + op.sent, n);
       ++head;
       rc->head.store(head, std::memory_order_release);
@@ -221,15 +275,115 @@ bool ShmTransport::takePosted(Peer& p, int src, uint64_t tag, uint64_t total, Re
 }
 
 Status ShmTransport::drain(int src) {
+  // The two FIFOs take turns: each stops at a message whose number is not next.
+  Peer& p = peers_[static_cast<size_t>(src)];
+  while (true) {
+    NLCHECK(drainSlots(src));
+    bool moved = false;
+    NLCHECK(drainLL(src, &moved));
+    if (!moved || p.cur != Target::None) return Status::Success;
+  }
+}
+
+bool ShmTransport::llNew(int src) const {
+  const uint64_t t = llLook_[static_cast<size_t>(src)].load(std::memory_order_relaxed);
+  const shm::LLLine* l = own_.llLine(src, t);
+  if (l->flag.load(std::memory_order_acquire) != t + 1) return false;
+  shm::LLHead h;
+  std::memcpy(&h, l->data, sizeof h);
+  const uint64_t last = t + shm::llLinesFor(std::min<uint64_t>(h.bytes, shm::kLLMaxBytes)) - 1;
+  return own_.llLine(src, last)->flag.load(std::memory_order_acquire) == last + 1;
+}
+
+Status ShmTransport::drainLL(int src, bool* moved) {
+  Peer& p = peers_[static_cast<size_t>(src)];
+  shm::RingControl* rc = own_.ring(src);
+  const uint64_t lines = own_.llLines();
+  bool freed = false;
+  uint64_t look = p.llTail;  // where a waiter watches for news: past what we have looked at
+  while (true) {
+    const uint64_t t = p.llTail;
+    look = t;
+    const shm::LLLine* l0 = own_.llLine(src, t);
+    if (l0->flag.load(std::memory_order_acquire) != t + 1) break;
+    shm::LLHead h;
+    std::memcpy(&h, l0->data, sizeof h);  // copy: the peer owns the memory
+    const uint64_t n = shm::llLinesFor(h.bytes);
+    if (h.bytes > shm::kLLMaxBytes || n > lines / 2) {
+      WARN("shm: rank %d: corrupt LL record from rank %d (tag 0x%" PRIx64 ", %" PRIu32 " bytes)",
+           rank_, src, h.tag, h.bytes);
+      return Status::InternalError;
+    }
+    bool whole = true;  // the sender writes the first line last, so this is nearly always so
+    for (uint64_t i = 1; i < n && whole; ++i)  // in address order, as the prefetcher likes
+      whole = own_.llLine(src, t + i)->flag.load(std::memory_order_acquire) == t + i + 1;
+    if (!whole) break;
+    look = t + n;
+    // An earlier message (in the slot FIFO) goes first, and so does one in progress there.
+    if (p.cur != Target::None || h.seq != p.recvSeq) break;
+    RecvOp r{};
+    bool mismatch = false;
+    const bool posted = takePosted(p, src, h.tag, h.bytes, &r, &mismatch);
+    if (!posted) {
+      // No receive for it yet: it stays in its lines unless a posted receive may be waiting for
+      // what is behind it (as in drainSlots).
+      if (p.posted.empty()) break;
+      const bool behind =
+          own_.llLine(src, t + n)->flag.load(std::memory_order_acquire) == t + n + 1 ||
+          rc->head.load(std::memory_order_acquire) != rc->tail.load(std::memory_order_relaxed);
+      if (!behind) break;
+    }
+    const char* data = reinterpret_cast<const char*>(l0->data) + sizeof h;
+    if (n > 1) {  // gather the lines' data into one run
+      char* stage = llStage_.get();
+      std::memcpy(stage, data, shm::kLLFirst);
+      size_t off = shm::kLLFirst;
+      for (uint64_t i = 1; i < n; ++i) {
+        const size_t k = std::min<size_t>(shm::LLLine::kData, h.bytes - off);
+        std::memcpy(stage + off, own_.llLine(src, t + i)->data, k);
+        off += k;
+      }
+      data = stage;
+    }
+    if (!posted) {
+      p.unexpected.push_back(
+          Unexpected{h.tag, h.bytes, h.bytes, true, std::unique_ptr<char[]>(new char[h.bytes + 1])});
+      if (h.bytes) std::memcpy(p.unexpected.back().data.get(), data, h.bytes);
+    } else if (!mismatch) {
+      deliver(r, 0, data, h.bytes);
+      complete(r.req, Status::Success);
+    }
+    p.llTail = t + n;
+    rc->llTail.store(p.llTail, std::memory_order_release);
+    ++p.recvSeq;
+    *moved = freed = true;
+  }
+  llLook_[static_cast<size_t>(src)].store(look, std::memory_order_relaxed);
+  if (freed) {
+    // Pairs with the sender's llSenderWaits store before its second look at llTail (Dekker).
+    std::atomic_thread_fence(std::memory_order_seq_cst);
+    if (rc->llSenderWaits.load(std::memory_order_relaxed) != 0) {
+      rc->llSenderWaits.store(0, std::memory_order_relaxed);
+      p.seg.ringDoorbell();
+    }
+  }
+  return Status::Success;
+}
+
+Status ShmTransport::drainSlots(int src) {
   Peer& p = peers_[static_cast<size_t>(src)];
   shm::RingControl* rc = own_.ring(src);
   const uint64_t slotBytes = own_.slotBytes();
   uint64_t tail = rc->tail.load(std::memory_order_relaxed);  // only we write it
   uint64_t head = rc->head.load(std::memory_order_acquire);
-  bool directWaits = false;
+  bool directWaits = false, seqWaits = false;
   while (tail != head) {
     const shm::SlotHeader h = *own_.slotHeader(src, tail);  // copy: the peer owns the memory
     const char* payload = own_.slotPayload(src, tail);
+    if (p.cur == Target::None && h.seq != p.recvSeq) {  // an earlier one is in the LL FIFO
+      seqWaits = true;
+      break;
+    }
     if (p.cur == Target::None && h.flags == shm::kSlotDirect) {
       bool consumed = false;
       NLCHECK(drainDirect(src, h, payload, tail, head, &consumed));
@@ -237,6 +391,7 @@ Status ShmTransport::drain(int src) {
         directWaits = true;
         break;
       }
+      ++p.recvSeq;
       ++tail;
       rc->tail.store(tail, std::memory_order_release);
       p.seg.ringDoorbell();  // the ack, and a free slot
@@ -262,7 +417,7 @@ Status ShmTransport::drain(int src) {
         // a posted receive may be waiting behind it: then it moves out so the FIFO flows.
         if (p.posted.empty()) break;
         if (head - tail == 1) head = rc->head.load(std::memory_order_acquire);
-        if (head - tail == 1) break;  // nothing behind it yet
+        if (head - tail == 1 && !llReady(src)) break;  // nothing behind it yet
         p.unexpected.push_back(
             Unexpected{h.tag, h.total, 0, false, std::unique_ptr<char[]>(new char[h.total + 1])});
         p.cur = Target::Unexpected;
@@ -270,6 +425,7 @@ Status ShmTransport::drain(int src) {
       p.curTag = h.tag;
       p.curTotal = h.total;
       p.curNext = 0;
+      ++p.recvSeq;
     } else if (!sane || h.offset != p.curNext || h.tag != p.curTag || h.total != p.curTotal) {
       sane = false;
       break;
@@ -301,7 +457,7 @@ Status ShmTransport::drain(int src) {
     if (tail == head) head = rc->head.load(std::memory_order_acquire);
     continue;
   }
-  if (tail != head && !directWaits) {
+  if (tail != head && !directWaits && !seqWaits) {
     // Stopped early: either a message waits for its receive (fine) or the header was bad.
     const shm::SlotHeader h = *own_.slotHeader(src, tail);
     bool waiting = p.cur == Target::None && h.flags == 0 && h.offset == 0 &&
@@ -357,10 +513,14 @@ Status ShmTransport::progress() {
   std::lock_guard<std::mutex> lock(mu_);
   if (failed_ != Status::Success) return failed_;
   Status s = Status::Success;
-  auto now = std::chrono::steady_clock::now();
-  if (now >= nextCheck_) {
-    nextCheck_ = now + kCheckInterval;
-    s = checkPeers();
+  // The clock is read every 64th call, or on the first after a wait that blocked (a busy rank
+  // calls this more than once per microsecond; each read costs ~25 ns).
+  if (checkSoon_.exchange(false, std::memory_order_relaxed) || (++progressCalls_ & 63) == 0) {
+    const auto now = std::chrono::steady_clock::now();
+    if (now >= nextCheck_) {
+      nextCheck_ = now + kCheckInterval;
+      s = checkPeers();
+    }
   }
   for (size_t i = 0; i < served_.size() && s == Status::Success; ++i) {
     const int p = served_[i];
@@ -376,19 +536,42 @@ Status ShmTransport::progress() {
   return s;
 }
 
+uint32_t ShmTransport::llNews() const {
+  uint32_t n = 0;
+  for (int p : served_) n += llNew(p) ? 1 : 0;
+  return n;
+}
+
+// The doorbell's count plus one per peer whose LL FIFO holds a record drain has not looked at:
+// LL records ring nothing, so a record arriving changes the epoch this way. Only drain (in
+// progress) takes that term down again, so during a wait the epoch only grows.
 uint32_t ShmTransport::activityEpoch() {
-  return own_.header()->epoch.load(std::memory_order_acquire);
+  return own_.header()->epoch.load(std::memory_order_acquire) + llNews();
 }
 
 void ShmTransport::waitActivity(uint32_t seen, std::chrono::nanoseconds timeout) {
   shm::SegmentHeader* h = own_.header();
-  if (spinWhileEqual(&h->epoch, seen, std::min<std::chrono::nanoseconds>(timeout, kSpinBeforeBlock),
-                     yieldEvery_))
-    return;
+  std::chrono::steady_clock::time_point spinEnd{};  // read at the first yield: most waits end sooner
+  for (uint32_t i = 1;; ++i) {  // spin, yielding every yieldEvery_ checks (util/futex.hpp)
+    if (activityEpoch() != seen) return;
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#endif
+    if ((i & (yieldEvery_ - 1)) == 0) {
+      const auto now = std::chrono::steady_clock::now();
+      if (i == yieldEvery_)
+        spinEnd = now + std::min<std::chrono::nanoseconds>(timeout, kSpinBeforeBlock);
+      else if (now >= spinEnd)
+        break;
+      sched_yield();
+    }
+  }
+  checkSoon_.store(true, std::memory_order_relaxed);  // the next progress() checks the peers
   // Bounded so that the caller's progress() keeps checking the peers' liveness.
   timeout = std::min<std::chrono::nanoseconds>(timeout, kCheckInterval);
-  h->sleepers.fetch_add(1);  // seq_cst: pairs with ringDoorbell
-  futexWait(&h->epoch, seen, timeout, true);
+  h->sleepers.fetch_add(1);  // seq_cst: pairs with ringDoorbell and wakeIfSleeping
+  const uint32_t e = h->epoch.load();
+  if (e + llNews() == seen) futexWait(&h->epoch, e, timeout, true);
   h->sleepers.fetch_sub(1);
 }
 
