@@ -37,8 +37,8 @@ void fillMsg(std::vector<char>& b, int src, int dst, size_t id) {
   }
 }
 
-// Every message of a pair has the same tag; sizes alternate between LL records (up to the
-// 4 KiB default, first-line-only ones included) and slot fragments, so a small message that
+// Every message of a pair has the same tag; sizes alternate between LL records (up to 4 KiB
+// here, first-line-only ones included) and slot fragments, so a small message that
 // overtook a larger one sent before it would meet the larger one's receive (a size mismatch).
 // Half the receives are posted before the sends, the rest once the messages have arrived.
 int sameTagRank(int rank, int nranks, bool reduce, Shared* sh) {
@@ -104,12 +104,14 @@ int sameTagRank(int rank, int nranks, bool reduce, Shared* sh) {
 }
 
 TEST(ShmLL, SameTagAcrossThreshold2Ranks) {
+  ScopedEnv ll("NLCCL_SHM_LL_BYTES", "4096");
   auto codes = runForked(2, [](int r, Shared* sh) { return sameTagRank(r, 2, false, sh); });
   EXPECT_EQ(codes, (std::vector<int>{0, 0}));
 }
 
 TEST(ShmLL, SameTagAcrossThresholdReduce3Ranks) {
   ScopedEnv slots("NLCCL_SHM_SLOT_BYTES", "8K");  // the large ones take several fragments
+  ScopedEnv ll("NLCCL_SHM_LL_BYTES", "4096");
   auto codes = runForked(3, [](int r, Shared* sh) { return sameTagRank(r, 3, true, sh); });
   EXPECT_EQ(codes, (std::vector<int>{0, 0, 0}));
 }
@@ -125,6 +127,7 @@ TEST(ShmLL, SameTagWithSmallerThreshold4Ranks) {
 // receiver posts its receives in reverse order, so each record ahead of the wanted one moves to
 // the unexpected queue.
 TEST(ShmLL, FullFifoWakesTheSenderAndRecordsMoveAside) {
+  ScopedEnv ll("NLCCL_SHM_LL_BYTES", "4096");
   auto codes = runForked(2, [](int rank, Shared* sh) {
     auto t = makeTransport(sh, rank, 2);
     CHILD_CHECK(t);
@@ -209,20 +212,23 @@ namespace nlccl::testing {
 namespace {
 
 // Collectives through the C API over shm with messages just below, at and above the LL
-// threshold (and the first line's capacity), for every data type; `ll` sets NLCCL_SHM_LL_BYTES.
-void thresholdCollectives(int p, const char* ll) {
-  if (ll) setenv("NLCCL_SHM_LL_BYTES", ll, 1);
-  auto status = forkRanks(p, [p](int r, nlcclComm_t comm) {
+// threshold `ll` (NLCCL_SHM_LL_BYTES; at 0, around 4 KiB) and the first line's capacity, for
+// every data type.
+void thresholdCollectives(int p, size_t ll) {
+  const std::string text = std::to_string(ll);
+  setenv("NLCCL_SHM_LL_BYTES", text.c_str(), 1);
+  const size_t at = ll ? ll : 4096;
+  auto status = forkRanks(p, [p, at](int r, nlcclComm_t comm) {
     for (Collective c : {Collective::AllReduce, Collective::AllGather, Collective::ReduceScatter,
                          Collective::Broadcast}) {
       for (int ti = 0; ti < kNumDataTypes; ++ti) {
         const DataType t = static_cast<DataType>(ti);
         const size_t es = dataTypeSize(t);
         for (size_t bytes : {size_t{8}, transport::shm::kLLFirst, transport::shm::kLLFirst + 8,
-                             size_t{4096} - 8, size_t{4096}, size_t{4096} + 8}) {
+                             at - 8, at, at + 8}) {
           const size_t count = std::max<size_t>(1, bytes / es);
           for (int o = 0; o < (c == Collective::AllReduce ? kNumRedOps : 1); ++o) {
-            CollCase cc{c, t, static_cast<RedOp>(o), count, p - 1, bytes == 4096};
+            CollCase cc{c, t, static_cast<RedOp>(o), count, p - 1, bytes == at};
             CollBuffers b(cc, r, p);
             nlcclResult_t res = b.issue(comm);
             std::string err = res == nlcclSuccess ? b.check() : nlcclGetLastError(comm);
@@ -236,16 +242,16 @@ void thresholdCollectives(int p, const char* ll) {
     }
     return true;
   }, 120);
-  if (ll) unsetenv("NLCCL_SHM_LL_BYTES");
+  unsetenv("NLCCL_SHM_LL_BYTES");
   for (int r = 0; r < p; ++r) EXPECT_EQ(status[r], 0) << "rank " << r;
 }
 
 class ShmLLCollectives : public ::testing::TestWithParam<int> {};
-TEST_P(ShmLLCollectives, AroundTheThreshold) { thresholdCollectives(GetParam(), nullptr); }
+TEST_P(ShmLLCollectives, AroundA4KThreshold) { thresholdCollectives(GetParam(), 4096); }
 INSTANTIATE_TEST_SUITE_P(Shm, ShmLLCollectives, ::testing::Values(2, 3, 4, 8));
 
-TEST(ShmLLCollectivesOff, AroundTheThresholdWithoutLL) { thresholdCollectives(2, "0"); }
-TEST(ShmLLCollectivesSmall, AroundASmallThreshold) { thresholdCollectives(3, "64"); }
+TEST(ShmLLCollectivesOff, AroundTheThresholdWithoutLL) { thresholdCollectives(2, 0); }
+TEST(ShmLLCollectivesDefault, AroundTheDefaultThreshold) { thresholdCollectives(3, 128); }
 
 }  // namespace
 }  // namespace nlccl::testing

@@ -45,7 +45,7 @@
 //   NLCCL_SHM_SLOT_BYTES  payload bytes per slot (default 512K; K/M suffixes; rounded to 4 KiB)
 //   NLCCL_SHM_SLOTS       slots per FIFO (default 8, at least 2)
 //   NLCCL_SHM_SINGLE_COPY_BYTES  smallest single-copy send (default 64K; 0 disables)
-//   NLCCL_SHM_LL_BYTES    largest LL send (default 4K; 0 disables; at most 64K)
+//   NLCCL_SHM_LL_BYTES    largest LL send (default 128; 0 disables; at most 64K)
 #pragma once
 
 #include <sys/types.h>
