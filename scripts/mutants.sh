@@ -67,7 +67,7 @@ mutant shm-recv-completes-at-first-fragment "transport completion (transports/sh
   '    if (p.curNext == p.curTotal || p.cur == Target::Recv) {' \
   multirank_shm_transport_test '^ShmTransport\.(Exchange2RanksDefaultSlots|ReduceOnArrival2Ranks)$'
 
-mutant shm-ll-ignores-message-order "transport ordering (transports/shm LL)" transports/shm/shm.cpp \
+mutant shm-ll-ignores-message-order "transport ordering (transports/shm LL)" transports/shm/shm_ll.cpp \
   '    if (p.cur != Target::None || h.seq != p.recvSeq) break;' \
   '    if (p.cur != Target::None) break;' \
   multirank_shm_ll_test '^ShmLL\.SameTag'
