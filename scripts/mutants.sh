@@ -67,6 +67,11 @@ mutant shm-recv-completes-at-first-fragment "transport completion (transports/sh
   '    if (p.curNext == p.curTotal || p.cur == Target::Recv) {' \
   multirank_shm_transport_test '^ShmTransport\.(Exchange2RanksDefaultSlots|ReduceOnArrival2Ranks)$'
 
+mutant shm-ll-ignores-message-order "transport ordering (transports/shm LL)" transports/shm/shm_ll.cpp \
+  '    if (p.cur != Target::None || h.seq != p.recvSeq) break;' \
+  '    if (p.cur != Target::None) break;' \
+  multirank_shm_ll_test '^ShmLL\.SameTag'
+
 mutant sim-latency-halved "simulator cost (src/sim)" src/sim/executor.cpp \
   'queue_.push({t + xfers_[x].latency, 1, k, x});' \
   'queue_.push({t + 0.5 * xfers_[x].latency, 1, k, x});' \

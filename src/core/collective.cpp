@@ -375,18 +375,23 @@ Status runPrepared(Communicator* comm, Prepared* p, const void* send, void* recv
     lease = comm->leaseScratch(p->scratchBytes);
     scratch = lease.get();
   }
-  engine::CollJob job;
-  job.plan = p->plan;
-  job.rank = comm->rank();
+  // The owner reuses the entry's job (no reference count to bump per call); a concurrent caller
+  // fills its own.
+  engine::CollJob spareJob;
+  engine::CollJob& job = owned ? p->job : spareJob;
+  if (!job.plan) {
+    job.plan = p->plan;
+    job.rank = comm->rank();
+    job.dtype = p->key.dtype;
+    job.op = p->key.op;
+    job.transport = comm->transport();
+    job.sliceBytes = p->sliceBytes >= 0 ? static_cast<size_t>(p->sliceBytes)
+                                        : comm->config().sliceBytes;
+  }
   job.input = send;
   job.output = recv;
   job.scratch = scratch;
-  job.dtype = p->key.dtype;
-  job.op = p->key.op;
-  job.transport = comm->transport();
   job.seq = seq;
-  job.sliceBytes = p->sliceBytes >= 0 ? static_cast<size_t>(p->sliceBytes)
-                                      : comm->config().sliceBytes;
   const Status s = runner->run(job, comm->config().timeout);
   if (owned) p->busy.store(false, std::memory_order_release);
   if (s == Status::Success) {

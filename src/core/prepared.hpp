@@ -36,6 +36,7 @@ struct Prepared {
   const char* algorithm = "";  ///< the registry's name (static storage)
   int64_t sliceBytes = -1;     ///< the tuner's slice; -1: the communicator's configured one
   engine::Runner runner;
+  engine::CollJob job;  ///< the runner's job: plan and the fixed fields set once (under `busy`)
   size_t scratchBytes = 0;               ///< what the Plan needs
   std::unique_ptr<char[]> scratch;       ///< kept (small Plans) or leased per call (large ones)
   std::atomic<size_t> kept{0};           ///< bytes of `scratch` (for statistics, any thread)

@@ -4,6 +4,11 @@ if(TARGET nlccl_transport_shm)
   nlccl_test(multirank_shm_transport_test
              SOURCES ${CMAKE_CURRENT_LIST_DIR}/shm_transport_test.cpp
              DEPS nlccl_transport_shm nlccl_kernels LABELS multirank)
+  # The LL FIFO: ordering across the threshold, a full FIFO, kills, collectives around it.
+  nlccl_test(multirank_shm_ll_test
+             SOURCES ${CMAKE_CURRENT_LIST_DIR}/shm_ll_test.cpp
+             DEPS nlccl_test_cases nlccl_transport_shm nlccl_kernels LABELS multiprocess
+             TIMEOUT 240)
   # nlcclMemAlloc and the single-copy path (through the transport and through the C API).
   nlccl_test(multirank_memalloc_test
              SOURCES ${CMAKE_CURRENT_LIST_DIR}/memalloc_test.cpp

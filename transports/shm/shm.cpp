@@ -64,6 +64,11 @@ Status ShmTransport::postSend(int peer, uint64_t tag, const void* buf, size_t by
     return Status::Success;
   }
   Peer& p = peers_[static_cast<size_t>(peer)];
+  if (p.sends.empty() && p.gone == Gone::No && !op.direct && bytes <= llMax(p) && pumpLL(p, op)) {
+    p.seg.wakeIfSleeping();  // the small-message fast path: straight into the peer's lines
+    complete(req, Status::Success);
+    return Status::Success;
+  }
   p.sends.push_back(op);
   if (p.gone != Gone::No) return Status::Success;  // progress() reports it
   Status s = pump(peer);                           // eager: copy into free slots right away
@@ -150,6 +155,15 @@ void ShmTransport::matchSelf() {
 Status ShmTransport::pump(int dst) {
   Peer& p = peers_[static_cast<size_t>(dst)];
   if (p.sends.empty()) return Status::Success;
+  // LL records ring the receiver only if it sleeps: once, when this pump stops.
+  struct WakeOnce {
+    const shm::Segment& seg;
+    bool wrote = false;
+    ~WakeOnce() {
+      if (wrote) seg.wakeIfSleeping();
+    }
+  } ll{p.seg};
+  const uint64_t llLimit = llMax(p);
   const shm::Segment& seg = p.seg;
   shm::RingControl* rc = seg.ring(rank_);
   const uint64_t slots = seg.slots(), slotBytes = seg.slotBytes();
@@ -160,13 +174,20 @@ Status ShmTransport::pump(int dst) {
   uint64_t& tail = p.tailSeen;
   while (!p.sends.empty()) {
     SendOp& op = p.sends.front();
+    if (!op.direct && op.bytes <= llLimit) {
+      if (!pumpLL(p, op)) return Status::Success;  // full: the receiver rings us on free
+      ll.wrote = true;
+      complete(op.req, Status::Success);  // eager: the data is in the peer's lines
+      p.sends.pop_front();
+      continue;
+    }
     if (op.direct) {  // one slot with the descriptor; completes on the receiver's ack
       if (head - tail >= slots) {
         tail = rc->tail.load(std::memory_order_acquire);
         if (head - tail >= slots) return Status::Success;
       }
       shm::SlotHeader* h = seg.slotHeader(rank_, head);
-      *h = shm::SlotHeader{op.tag, op.bytes, 0, op.bytes, shm::kSlotDirect};
+      *h = shm::SlotHeader{op.tag, op.bytes, 0, op.bytes, shm::kSlotDirect, p.sendSeq++, 0};
       shm::DirectDescriptor d{shm::kDirectMagic, op.alloc.id,  op.alloc.size,
                               op.alloc.offset,   op.alloc.fd, 0};
       std::memcpy(seg.slotPayload(rank_, head), &d, sizeof d);
@@ -190,6 +211,7 @@ Status ShmTransport::pump(int dst) {
       h->offset = op.sent;
       h->bytes = n;
       h->flags = 0;
+      h->seq = op.started ? p.sendSeq - 1 : p.sendSeq++;  // one number per message
       if (n) std::memcpy(seg.slotPayload(rank_, head), op.buf + op.sent, n);
       ++head;
       rc->head.store(head, std::memory_order_release);
@@ -221,15 +243,30 @@ bool ShmTransport::takePosted(Peer& p, int src, uint64_t tag, uint64_t total, Re
 }
 
 Status ShmTransport::drain(int src) {
+  // The two FIFOs take turns: each stops at a message whose number is not next.
+  Peer& p = peers_[static_cast<size_t>(src)];
+  while (true) {
+    NLCHECK(drainSlots(src));
+    bool moved = false;
+    NLCHECK(drainLL(src, &moved));
+    if (!moved || p.cur != Target::None) return Status::Success;
+  }
+}
+
+Status ShmTransport::drainSlots(int src) {
   Peer& p = peers_[static_cast<size_t>(src)];
   shm::RingControl* rc = own_.ring(src);
   const uint64_t slotBytes = own_.slotBytes();
   uint64_t tail = rc->tail.load(std::memory_order_relaxed);  // only we write it
   uint64_t head = rc->head.load(std::memory_order_acquire);
-  bool directWaits = false;
+  bool directWaits = false, seqWaits = false;
   while (tail != head) {
     const shm::SlotHeader h = *own_.slotHeader(src, tail);  // copy: the peer owns the memory
     const char* payload = own_.slotPayload(src, tail);
+    if (p.cur == Target::None && h.seq != p.recvSeq) {  // an earlier one is in the LL FIFO
+      seqWaits = true;
+      break;
+    }
     if (p.cur == Target::None && h.flags == shm::kSlotDirect) {
       bool consumed = false;
       NLCHECK(drainDirect(src, h, payload, tail, head, &consumed));
@@ -237,6 +274,7 @@ Status ShmTransport::drain(int src) {
         directWaits = true;
         break;
       }
+      ++p.recvSeq;
       ++tail;
       rc->tail.store(tail, std::memory_order_release);
       p.seg.ringDoorbell();  // the ack, and a free slot
@@ -262,7 +300,7 @@ Status ShmTransport::drain(int src) {
         // a posted receive may be waiting behind it: then it moves out so the FIFO flows.
         if (p.posted.empty()) break;
         if (head - tail == 1) head = rc->head.load(std::memory_order_acquire);
-        if (head - tail == 1) break;  // nothing behind it yet
+        if (head - tail == 1 && !llReady(src)) break;  // nothing behind it yet
         p.unexpected.push_back(
             Unexpected{h.tag, h.total, 0, false, std::unique_ptr<char[]>(new char[h.total + 1])});
         p.cur = Target::Unexpected;
@@ -270,6 +308,7 @@ Status ShmTransport::drain(int src) {
       p.curTag = h.tag;
       p.curTotal = h.total;
       p.curNext = 0;
+      ++p.recvSeq;
     } else if (!sane || h.offset != p.curNext || h.tag != p.curTag || h.total != p.curTotal) {
       sane = false;
       break;
@@ -301,7 +340,7 @@ Status ShmTransport::drain(int src) {
     if (tail == head) head = rc->head.load(std::memory_order_acquire);
     continue;
   }
-  if (tail != head && !directWaits) {
+  if (tail != head && !directWaits && !seqWaits) {
     // Stopped early: either a message waits for its receive (fine) or the header was bad.
     const shm::SlotHeader h = *own_.slotHeader(src, tail);
     bool waiting = p.cur == Target::None && h.flags == 0 && h.offset == 0 &&
@@ -357,10 +396,14 @@ Status ShmTransport::progress() {
   std::lock_guard<std::mutex> lock(mu_);
   if (failed_ != Status::Success) return failed_;
   Status s = Status::Success;
-  auto now = std::chrono::steady_clock::now();
-  if (now >= nextCheck_) {
-    nextCheck_ = now + kCheckInterval;
-    s = checkPeers();
+  // The clock is read every 64th call, or on the first after a wait that blocked (a busy rank
+  // calls this more than once per microsecond; each read costs ~25 ns).
+  if (checkSoon_.exchange(false, std::memory_order_relaxed) || (++progressCalls_ & 63) == 0) {
+    const auto now = std::chrono::steady_clock::now();
+    if (now >= nextCheck_) {
+      nextCheck_ = now + kCheckInterval;
+      s = checkPeers();
+    }
   }
   for (size_t i = 0; i < served_.size() && s == Status::Success; ++i) {
     const int p = served_[i];
@@ -376,19 +419,36 @@ Status ShmTransport::progress() {
   return s;
 }
 
+// The doorbell's count plus one per peer whose LL FIFO holds a record drain has not looked at:
+// LL records ring nothing, so a record arriving changes the epoch this way. Only drain (in
+// progress) takes that term down again, so during a wait the epoch only grows.
 uint32_t ShmTransport::activityEpoch() {
-  return own_.header()->epoch.load(std::memory_order_acquire);
+  return own_.header()->epoch.load(std::memory_order_acquire) + llNews();
 }
 
 void ShmTransport::waitActivity(uint32_t seen, std::chrono::nanoseconds timeout) {
   shm::SegmentHeader* h = own_.header();
-  if (spinWhileEqual(&h->epoch, seen, std::min<std::chrono::nanoseconds>(timeout, kSpinBeforeBlock),
-                     yieldEvery_))
-    return;
+  std::chrono::steady_clock::time_point spinEnd{};  // read at the first yield: most waits end sooner
+  for (uint32_t i = 1;; ++i) {  // spin, yielding every yieldEvery_ checks (util/futex.hpp)
+    if (activityEpoch() != seen) return;
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#endif
+    if ((i & (yieldEvery_ - 1)) == 0) {
+      const auto now = std::chrono::steady_clock::now();
+      if (i == yieldEvery_)
+        spinEnd = now + std::min<std::chrono::nanoseconds>(timeout, kSpinBeforeBlock);
+      else if (now >= spinEnd)
+        break;
+      sched_yield();
+    }
+  }
+  checkSoon_.store(true, std::memory_order_relaxed);  // the next progress() checks the peers
   // Bounded so that the caller's progress() keeps checking the peers' liveness.
   timeout = std::min<std::chrono::nanoseconds>(timeout, kCheckInterval);
-  h->sleepers.fetch_add(1);  // seq_cst: pairs with ringDoorbell
-  futexWait(&h->epoch, seen, timeout, true);
+  h->sleepers.fetch_add(1);  // seq_cst: pairs with ringDoorbell and wakeIfSleeping
+  const uint32_t e = h->epoch.load();
+  if (e + llNews() == seen) futexWait(&h->epoch, e, timeout, true);
   h->sleepers.fetch_sub(1);
 }
 

@@ -14,6 +14,16 @@
 // engine posts in, a posted receive always gets its data, and the unexpected queue holds at most
 // what the sender has sent ahead of the receives that are waiting for later data.
 //
+// LL (small messages): a send of at most NLCCL_SHM_LL_BYTES goes instead as one record in the
+// pair's LL FIFO (shm_segment.hpp: every cache line carries 56 bytes and its own flag, the first
+// one the message's head), so the receiver, polling the line at its FIFO's tail, gets a small
+// message in one line transfer per line; nothing else is published and no doorbell rung unless
+// the receiver sleeps (wakeIfSleeping). The receiver frees lines by advancing `llTail`, which the sender reads only
+// when the FIFO looks full; it rings the sender only if the sender said it waits for space.
+// Order: each pair numbers its messages (`seq`, given as they leave the send queue) across both
+// FIFOs, and the receiver takes them in that order, so same-tag messages still match in posting
+// order whichever FIFO carried them.
+//
 // Single copy: a send of at least NLCCL_SHM_SINGLE_COPY_BYTES whose buffer lies wholly inside
 // one nlcclMemAlloc allocation (shm_memory.hpp) puts a descriptor in one slot instead of the data.
 // The receiver maps the sender's allocation (once per (peer, allocation), through
@@ -35,11 +45,13 @@
 //   NLCCL_SHM_SLOT_BYTES  payload bytes per slot (default 512K; K/M suffixes; rounded to 4 KiB)
 //   NLCCL_SHM_SLOTS       slots per FIFO (default 8, at least 2)
 //   NLCCL_SHM_SINGLE_COPY_BYTES  smallest single-copy send (default 64K; 0 disables)
+//   NLCCL_SHM_LL_BYTES    largest LL send (default 128; 0 disables; at most 64K)
 #pragma once
 
 #include <sys/types.h>
 
 #include <algorithm>
+#include <cstring>
 #include <chrono>
 #include <functional>
 #include <memory>
@@ -155,6 +167,13 @@ class ShmTransport final : public Transport {
     size_t curTotal = 0;
     size_t curNext = 0;  // next expected fragment offset
     uint64_t tailSeen = 0;  // the tail of our FIFO in the peer's segment, as last read (pump)
+    // Order across the two FIFOs (see "Order" above).
+    uint32_t sendSeq = 0;  // the number of our next message to the peer
+    uint32_t recvSeq = 0;  // the number of the next message from the peer we take
+    // LL FIFO: sending side (in the peer's segment) and receiving side (in ours).
+    uint64_t llHead = 0;      // lines we have written into the peer's LL FIFO
+    uint64_t llTailSeen = 0;  // its llTail as last read
+    uint64_t llTail = 0;      // lines of our LL FIFO from the peer we have consumed
     // Single copy, sending side.
     RingQueue<InFlight> inflight;
     uint64_t directPosted = 0;
@@ -171,6 +190,29 @@ class ShmTransport final : public Transport {
   Status setup(const AllGatherFn& allGather);
   Status drain(int src);  // consumes arrived fragments from `src`
   Status pump(int dst);   // writes queued fragments for `dst`
+  /// Largest send to `p` that goes as an LL record: ours, and at most an eighth of its FIFO.
+  uint64_t llMax(const Peer& p) const {
+    return std::min<uint64_t>(llBytes_, (p.seg.llLines() / 8) * shm::LLLine::kData);
+  }
+  /// Writes `op` (at most llMax) as one LL record for `p`; false when the FIFO is full.
+  bool pumpLL(Peer& p, const SendOp& op);
+  /// Consumes LL records from `src` while they are next in order; *moved: it consumed any.
+  Status drainLL(int src, bool* moved);
+  Status drainSlots(int src);  // consumes slot fragments from `src` while they are next
+  /// Whether `src`'s LL FIFO holds a whole record drainLL has not looked at (any thread).
+  bool llNew(int src) const;
+  uint32_t llNews() const;  // how many peers' FIFOs do
+  /// Whether a whole record waits at the head of `src`'s LL FIFO (its first and last lines are
+  /// valid; the sender writes the first last). Any thread may ask.
+  bool llReady(int src) const {
+    const uint64_t t = own_.ring(src)->llTail.load(std::memory_order_relaxed);
+    const shm::LLLine* l = own_.llLine(src, t);
+    if (l->flag.load(std::memory_order_acquire) != t + 1) return false;
+    shm::LLHead h;
+    std::memcpy(&h, l->data, sizeof h);
+    const uint64_t last = t + shm::llLinesFor(std::min<uint64_t>(h.bytes, shm::kLLMaxBytes)) - 1;
+    return own_.llLine(src, last)->flag.load(std::memory_order_acquire) == last + 1;
+  }
   void deliver(const RecvOp& r, size_t offset, const char* src, size_t bytes);
   /// Removes the first receive posted on `p` (messages from `src`) for a message (tag, total)
   /// into *out. Returns false when none is posted. A receive of another size is completed with
@@ -195,6 +237,10 @@ class ShmTransport final : public Transport {
   std::chrono::milliseconds timeout_;
   std::function<Status()> health_;
   uint64_t singleCopyBytes_ = 0;
+  uint64_t llBytes_ = 0;  ///< largest LL send (0: none)
+  /// Per rank: the LL line index past the records drainLL has looked at (waits watch it).
+  std::unique_ptr<std::atomic<uint64_t>[]> llLook_;
+  std::unique_ptr<char[]> llStage_;  ///< an LL record's data, gathered (kLLMaxBytes)
   uint32_t yieldEvery_ = 64;  ///< waits yield every check when this host's ranks outnumber CPUs
   shm::Segment own_;
   std::vector<Peer> peers_;   ///< indexed by rank; only those in served_ are mapped
@@ -204,6 +250,8 @@ class ShmTransport final : public Transport {
   std::mutex mu_;
   Status failed_ = Status::Success;
   std::chrono::steady_clock::time_point nextCheck_;
+  uint32_t progressCalls_ = 0;             ///< under mu_
+  std::atomic<bool> checkSoon_{true};      ///< set by a wait that blocks (any thread)
 };
 
 }  // namespace nlccl::transport

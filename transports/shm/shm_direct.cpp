@@ -113,7 +113,7 @@ Status ShmTransport::drainDirect(int src, const shm::SlotHeader& h, const char* 
   bool move = false;
   if (!p.posted.empty()) {  // a posted receive may be waiting for what is behind it
     if (head - tail == 1) head = rc->head.load(std::memory_order_acquire);
-    move = head - tail > 1;
+    move = head - tail > 1 || llReady(src);  // later messages may be in the LL FIFO
   }
   if (!move) {
     auto now = std::chrono::steady_clock::now();

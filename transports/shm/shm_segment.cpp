@@ -32,11 +32,16 @@ size_t payloadOffsetFor(int nranks, uint32_t slots) {
   return roundUp(sizeof(SegmentHeader) + rings * ctrlStrideFor(slots), kPage);
 }
 
-}  // namespace
-
-size_t Segment::sizeFor(int nranks, uint32_t slots, uint64_t slotBytes) {
+size_t llOffsetFor(int nranks, uint32_t slots, uint64_t slotBytes) {
   size_t rings = nranks > 1 ? static_cast<size_t>(nranks - 1) : 0;
   return payloadOffsetFor(nranks, slots) + rings * slots * slotBytes;
+}
+
+}  // namespace
+
+size_t Segment::sizeFor(int nranks, uint32_t slots, uint64_t slotBytes, uint32_t llLines) {
+  size_t rings = nranks > 1 ? static_cast<size_t>(nranks - 1) : 0;
+  return llOffsetFor(nranks, slots, slotBytes) + rings * size_t{llLines} * kCacheLine;
 }
 
 Segment& Segment::operator=(Segment&& o) noexcept {
@@ -50,6 +55,9 @@ Segment& Segment::operator=(Segment&& o) noexcept {
     owner_ = o.owner_;
     ctrlStride_ = o.ctrlStride_;
     payloadOffset_ = o.payloadOffset_;
+    llOffset_ = o.llOffset_;
+    llStride_ = o.llStride_;
+    llLines_ = o.llLines_;
     o.base_ = nullptr;
     o.size_ = 0;
     o.owned_ = false;
@@ -65,8 +73,9 @@ void Segment::unmap() {
   owned_ = false;
 }
 
-Status Segment::create(int nranks, int owner, uint32_t slots, uint64_t slotBytes, Segment* out) {
-  const size_t size = sizeFor(nranks, slots, slotBytes);
+Status Segment::create(int nranks, int owner, uint32_t slots, uint64_t slotBytes,
+                       uint32_t llLines, Segment* out) {
+  const size_t size = sizeFor(nranks, slots, slotBytes, llLines);
   void* p = nullptr;
   if (shmem::memAlloc(size, &p, true) != Status::Success) {
     WARN("shm: rank %d: cannot allocate its %zu-byte segment", owner, size);
@@ -83,6 +92,7 @@ Status Segment::create(int nranks, int owner, uint32_t slots, uint64_t slotBytes
   h->owner = static_cast<uint32_t>(owner);
   h->slots = slots;
   h->slotBytes = slotBytes;
+  h->llLines = llLines;
   h->totalBytes = size;
   h->epoch.store(0);
   h->sleepers.store(0);
@@ -92,12 +102,18 @@ Status Segment::create(int nranks, int owner, uint32_t slots, uint64_t slotBytes
   s.owner_ = owner;
   s.ctrlStride_ = ctrlStrideFor(slots);
   s.payloadOffset_ = payloadOffsetFor(nranks, slots);
+  s.llOffset_ = llOffsetFor(nranks, slots, slotBytes);
+  s.llStride_ = size_t{llLines} * kCacheLine;
+  s.llLines_ = llLines;
   for (int src = 0; src < nranks; ++src) {
     if (src == owner) continue;
     RingControl* rc2 = new (s.ring(src)) RingControl();
     rc2->head.store(0);
     rc2->tail.store(0);
     rc2->acked.store(0);
+    rc2->llTail.store(0);
+    rc2->llSenderWaits.store(0);
+    for (uint32_t i = 0; i < llLines; ++i) new (s.llLine(src, i)) LLLine();  // flags 0: empty
   }
   std::atomic_thread_fence(std::memory_order_release);
   h->magic = kSegmentMagic;
@@ -119,9 +135,10 @@ Status Segment::open(int pid, const shmem::AllocationRef& where, int nranks, int
   map.release();  // the Segment unmaps it from now on
   auto* h = s.header();
   std::atomic_thread_fence(std::memory_order_acquire);
-  const size_t want = sizeFor(nranks, h->slots, h->slotBytes);
+  const size_t want = sizeFor(nranks, h->slots, h->slotBytes, h->llLines);
   if (h->magic != kSegmentMagic || h->nranks != static_cast<uint32_t>(nranks) ||
       h->owner != static_cast<uint32_t>(owner) || h->slots < 2 || h->slotBytes == 0 ||
+      h->llLines < 2 || (h->llLines & (h->llLines - 1)) != 0 ||
       h->totalBytes != want || want > s.size_) {
     WARN("shm: the segment of process %d does not look like rank %d's of %d ranks", pid, owner,
          nranks);
@@ -131,12 +148,11 @@ Status Segment::open(int pid, const shmem::AllocationRef& where, int nranks, int
   s.owner_ = owner;
   s.ctrlStride_ = ctrlStrideFor(h->slots);
   s.payloadOffset_ = payloadOffsetFor(nranks, h->slots);
+  s.llOffset_ = llOffsetFor(nranks, h->slots, h->slotBytes);
+  s.llStride_ = size_t{h->llLines} * kCacheLine;
+  s.llLines_ = h->llLines;
   *out = std::move(s);
   return Status::Success;
-}
-
-size_t Segment::ringIndex(int src) const {
-  return static_cast<size_t>(src < owner_ ? src : src - 1);
 }
 
 RingControl* Segment::ring(int src) const {

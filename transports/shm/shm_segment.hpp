@@ -20,7 +20,7 @@
 
 namespace nlccl::transport::shm {
 
-constexpr uint64_t kSegmentMagic = 0x326d68736c63636eull;  // "nlcclshm2"
+constexpr uint64_t kSegmentMagic = 0x336d68736c63636eull;  // "nlcclshm3"
 constexpr size_t kCacheLine = 64;
 
 /// SlotHeader::flags: the payload is a DirectDescriptor, not data (single copy).
@@ -33,7 +33,37 @@ struct SlotHeader {
   uint64_t offset;  ///< where this fragment starts in the message
   uint64_t bytes;   ///< bytes in this fragment's payload (a direct message: all of them)
   uint64_t flags;   ///< kSlotDirect or 0
+  uint32_t seq;     ///< the pair's message number (first fragment; see shm.hpp, "Order")
+  uint32_t pad;
 };
+
+/// One cache line of a pair's LL FIFO (NCCL's LL/LL128 idea: data and flag in one line, so a
+/// small message reaches the receiver in one line transfer per line and nothing else is
+/// published). The writer stores a line's data, then its flag (release); line i of the FIFO (a
+/// count that only grows) is valid once its flag reads i + 1 (acquire). Flags only grow and data
+/// never lies where a flag does, so a line left from an earlier lap never matches.
+struct alignas(kCacheLine) LLLine {
+  static constexpr size_t kData = 56;
+  unsigned char data[kData];
+  std::atomic<uint64_t> flag;
+};
+static_assert(sizeof(LLLine) == kCacheLine);
+
+/// The first 16 bytes of a record's first line; the message's data follows, kLLFirst bytes in
+/// the first line and LLLine::kData in each line after it.
+struct LLHead {
+  uint64_t tag;
+  uint32_t seq;    ///< the pair's message number
+  uint32_t bytes;  ///< of the message
+};
+constexpr size_t kLLFirst = LLLine::kData - sizeof(LLHead);
+static_assert(kLLFirst % 8 == 0 && LLLine::kData % 8 == 0, "lines hold whole elements");
+/// Largest LL message any rank sends (NLCCL_SHM_LL_BYTES is capped to it).
+constexpr uint64_t kLLMaxBytes = 64 * 1024;
+/// Lines of an LL record carrying `bytes`.
+inline uint64_t llLinesFor(size_t bytes) {
+  return bytes <= kLLFirst ? 1 : 1 + (bytes - kLLFirst + LLLine::kData - 1) / LLLine::kData;
+}
 
 /// Payload of a direct slot: where the sender's data lies in its nlcclMemAlloc allocation.
 /// The receiver reads it from there and then bumps RingControl::acked.
@@ -54,6 +84,11 @@ struct RingControl {
   /// Direct messages the receiver has finished reading (receiver writes, in FIFO order): the
   /// sender's buffer is free again up to this count.
   std::atomic<uint64_t> acked;
+  /// LL FIFO lines consumed (receiver writes; the sender reads it when the FIFO looks full).
+  alignas(kCacheLine) std::atomic<uint64_t> llTail;
+  /// Set by the sender when it waits for LL space; the receiver clears it and rings the sender's
+  /// doorbell once it has freed some (otherwise consuming LL records rings nothing).
+  alignas(kCacheLine) std::atomic<uint32_t> llSenderWaits;
 };
 
 struct alignas(kCacheLine) SegmentHeader {
@@ -61,7 +96,7 @@ struct alignas(kCacheLine) SegmentHeader {
   uint32_t nranks;
   uint32_t owner;  ///< the receiving rank
   uint32_t slots;
-  uint32_t pad;
+  uint32_t llLines;  ///< lines per LL FIFO (a power of two)
   uint64_t slotBytes;
   uint64_t totalBytes;
   alignas(kCacheLine) std::atomic<uint32_t> epoch;   ///< doorbell: bumped on every event
@@ -80,14 +115,16 @@ class Segment {
 
   /// Allocates (mode 0600, pages reserved) and maps a new segment; where() tells peers how to
   /// map it.
-  static Status create(int nranks, int owner, uint32_t slots, uint64_t slotBytes, Segment* out);
+  /// `llLines` must be a power of two.
+  static Status create(int nranks, int owner, uint32_t slots, uint64_t slotBytes,
+                       uint32_t llLines, Segment* out);
   /// Maps process `pid`'s segment `where` and checks its header against `nranks` / `owner`.
   static Status open(int pid, const shmem::AllocationRef& where, int nranks, int owner,
                      Segment* out);
   /// The allocation behind a segment made by create().
   const shmem::AllocationRef& where() const { return where_; }
   /// Bytes needed for a segment of this geometry.
-  static size_t sizeFor(int nranks, uint32_t slots, uint64_t slotBytes);
+  static size_t sizeFor(int nranks, uint32_t slots, uint64_t slotBytes, uint32_t llLines);
 
   void unmap();
   bool valid() const { return base_ != nullptr; }
@@ -98,12 +135,25 @@ class Segment {
   RingControl* ring(int src) const;
   SlotHeader* slotHeader(int src, uint64_t index) const;
   char* slotPayload(int src, uint64_t index) const;
+  uint32_t llLines() const { return llLines_; }
+  /// Line `index` (modulo the FIFO's length) of the LL FIFO from `src`.
+  LLLine* llLine(int src, uint64_t index) const {
+    return reinterpret_cast<LLLine*>(base_ + llOffset_ + ringIndex(src) * llStride_) +
+           (index & (llLines_ - 1));
+  }
 
   /// Bumps the doorbell and wakes the owner if it sleeps.
   void ringDoorbell() const;
+  /// After publishing LL records: rings the doorbell only if the owner sleeps (a waiter that
+  /// does not sleep watches the LL lines themselves). The fence pairs with the waiter's
+  /// `sleepers` increment before its last look at the lines (Dekker).
+  void wakeIfSleeping() const {
+    std::atomic_thread_fence(std::memory_order_seq_cst);
+    if (header()->sleepers.load(std::memory_order_relaxed) > 0) ringDoorbell();
+  }
 
  private:
-  size_t ringIndex(int src) const;
+  size_t ringIndex(int src) const { return static_cast<size_t>(src < owner_ ? src : src - 1); }
   char* base_ = nullptr;
   size_t size_ = 0;
   bool owned_ = false;          ///< made by create(): freed with shmem::memFree
@@ -112,6 +162,9 @@ class Segment {
   int owner_ = 0;
   size_t ctrlStride_ = 0;  // RingControl + slot headers, per source
   size_t payloadOffset_ = 0;
+  size_t llOffset_ = 0;  // the LL FIFOs, one per source, after the payload slots
+  size_t llStride_ = 0;
+  uint32_t llLines_ = 0;
 };
 
 }  // namespace nlccl::transport::shm

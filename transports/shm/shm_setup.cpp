@@ -57,6 +57,15 @@ uint64_t singleCopyFromEnv() {
   return v.value;  // the default when malformed (logged)
 }
 
+// The LL threshold and the lines per LL FIFO: room for at least eight of the largest records.
+void llFromEnv(uint64_t* llBytes, uint32_t* llLines) {
+  const Param<uint64_t> v = paramShmLLBytes();  // 0 disables
+  *llBytes = std::min<uint64_t>(v.value, shm::kLLMaxBytes);
+  uint32_t lines = 1024;
+  while (lines < 8 * shm::llLinesFor(*llBytes)) lines *= 2;
+  *llLines = lines;
+}
+
 }  // namespace
 
 
@@ -100,13 +109,19 @@ Status ShmTransport::setup(const AllGatherFn& allGather) {
   uint64_t slotBytes;
   geometryFromEnv(&slots, &slotBytes);
   singleCopyBytes_ = singleCopyFromEnv();
-  NLCHECK(shm::Segment::create(nranks_, rank_, slots, slotBytes, &own_));
+  uint32_t llLines;
+  llFromEnv(&llBytes_, &llLines);
+  llStage_.reset(new char[shm::kLLMaxBytes]);
+  llLook_.reset(new std::atomic<uint64_t>[static_cast<size_t>(nranks_)]);
+  for (int r = 0; r < nranks_; ++r) llLook_[static_cast<size_t>(r)].store(0);
+  NLCHECK(shm::Segment::create(nranks_, rank_, slots, slotBytes, llLines, &own_));
   nextCheck_ = std::chrono::steady_clock::now();
   peers_.resize(static_cast<size_t>(nranks_));
   INFO(log::kShm,
        "shm: rank %d: segment of %" PRIu64 " bytes, %u slots x %" PRIu64
-       " bytes per peer, single copy from %" PRIu64 " bytes",
-       rank_, own_.where().size, slots, slotBytes, singleCopyBytes_);
+       " bytes per peer, LL up to %" PRIu64 " bytes (%u lines), single copy from %" PRIu64
+       " bytes",
+       rank_, own_.where().size, slots, slotBytes, llBytes_, llLines, singleCopyBytes_);
   if (nranks_ == 1) return Status::Success;
 
   // The exchange is collective over the whole group, even for a rank that serves no peer.
