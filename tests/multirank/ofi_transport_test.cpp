@@ -334,7 +334,8 @@ TEST_P(OfiTransportTest, KilledPeerFailsOthers3Ranks) {
 }
 
 // NLCCL_OFI_WAIT chooses how a wait ends: blocked on the completion queue's descriptor (fd,
-// tcp only) or sleeping between polls (poll; auto at 2 ranks; always over shm). Either way a
+// tcp only) or sleeping between polls (poll; auto at 2 ranks on a machine with 2 CPUs or more;
+// always over shm). Either way a
 // receive whose message comes long after the wait began (past the spinning and yielding)
 // completes with the right data, eager and rendezvous.
 TEST_P(OfiTransportTest, WaitModesDeliverLateMessages) {
@@ -342,7 +343,8 @@ TEST_P(OfiTransportTest, WaitModesDeliverLateMessages) {
   for (const char* mode : {"fd", "poll", "auto"}) {
     SCOPED_TRACE(mode);
     ScopedEnv wait("NLCCL_OFI_WAIT", mode);
-    const bool wantFd = tcp && std::string(mode) == "fd";
+    const bool wantFd = tcp && (std::string(mode) == "fd" ||
+                                (std::string(mode) == "auto" && !OfiTransport::pollByDefault(2)));
     auto codes = runOfi(2, [&](int rank, Shared* sh) {
       auto t = makeOfi(sh, rank, 2);
       CHILD_CHECK(t);
@@ -380,6 +382,16 @@ TEST_P(OfiTransportTest, WaitModesDeliverLateMessages) {
     });
     EXPECT_EQ(codes, (std::vector<int>{0, 0}));
   }
+}
+
+// NLCCL_OFI_WAIT=auto polls only small jobs that fit this machine's CPUs.
+TEST(OfiWaitAuto, PollsOnlySmallJobsThatFitTheCpus) {
+  const long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+  EXPECT_EQ(OfiTransport::pollByDefault(1), cpus >= 1);
+  EXPECT_EQ(OfiTransport::pollByDefault(2), cpus >= 2);
+  EXPECT_EQ(OfiTransport::pollByDefault(static_cast<int>(cpus)), cpus <= 16);
+  EXPECT_FALSE(OfiTransport::pollByDefault(static_cast<int>(cpus) + 1));
+  EXPECT_FALSE(OfiTransport::pollByDefault(17));
 }
 
 // abort() returns at once with receives (eager and rendezvous sized) still posted, completes

@@ -41,8 +41,8 @@
 // without one, sleeps in short steps. A completion queue with a wait object costs every send and
 // completion a signal through a socket pair and makes tcp progress with epoll (about 0.8 us per
 // send, 1.5 us per 8-byte exchange here), so small jobs (NLCCL_OFI_WAIT=auto: up to 16 ranks,
-// few connections to poll) open it without one and sleep; larger ones block on it. shm and efa
-// offer none. Each block lasts at most ~50 ms, so
+// few connections to poll, and no more ranks than this machine has CPUs, so none need to share
+// one) open it without one and sleep; others block on it. shm and efa offer none. Each block lasts at most ~50 ms, so
 // progress() keeps polling the health callback (the bootstrap, which knows when a rank died).
 // Failure: an error completion for an operation to a peer marks it gone; that is an error
 // (RemoteError) once anything still needs the peer, as in the shm transport. Destroy waits (up to
@@ -119,6 +119,9 @@ class OfiTransport final : public Transport {
   /// True when waits end blocked on the completion queue's descriptor (FI_WAIT_FD), false when
   /// they poll with short sleeps (NLCCL_OFI_WAIT, or a provider without one).
   bool blocksOnFd() const;
+  /// NLCCL_OFI_WAIT=auto's choice for a job of `nranks`: true polls (at most 16 ranks, and no
+  /// more than this machine has CPUs), false blocks on the descriptor.
+  static bool pollByDefault(int nranks);
   /// Registrations held (0 unless the provider, or NLCCL_OFI_FORCE_MR_LOCAL, asks for them).
   size_t registrations() const;
   /// Peers that have been set up (sent to or received from at least once).
