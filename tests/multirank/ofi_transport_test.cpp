@@ -66,7 +66,7 @@ class OfiTransportTest : public ::testing::TestWithParam<const char*> {
   }
   void TearDown() override {
     for (const char* v : {"NLCCL_OFI_PROVIDER", "NLCCL_OFI_MAX_MSG_BYTES", "NLCCL_OFI_CREDITS",
-                          "NLCCL_OFI_EAGER_BYTES"})
+                          "NLCCL_OFI_EAGER_BYTES", "NLCCL_OFI_WAIT"})
       unsetenv(v);
   }
 };
@@ -331,6 +331,67 @@ TEST_P(OfiTransportTest, KilledPeerFailsOthers2Ranks) {
 TEST_P(OfiTransportTest, KilledPeerFailsOthers3Ranks) {
   SKIP_KILL_OVER_SHM();
   killTest(3, 0);
+}
+
+// NLCCL_OFI_WAIT chooses how a wait ends: blocked on the completion queue's descriptor (fd,
+// tcp only) or sleeping between polls (poll; auto at 2 ranks on a machine with 2 CPUs or more;
+// always over shm). Either way a
+// receive whose message comes long after the wait began (past the spinning and yielding)
+// completes with the right data, eager and rendezvous.
+TEST_P(OfiTransportTest, WaitModesDeliverLateMessages) {
+  const bool tcp = std::string(GetParam()) != "shm";
+  for (const char* mode : {"fd", "poll", "auto"}) {
+    SCOPED_TRACE(mode);
+    ScopedEnv wait("NLCCL_OFI_WAIT", mode);
+    const bool wantFd = tcp && (std::string(mode) == "fd" ||
+                                (std::string(mode) == "auto" && !OfiTransport::pollByDefault(2)));
+    auto codes = runOfi(2, [&](int rank, Shared* sh) {
+      auto t = makeOfi(sh, rank, 2);
+      CHILD_CHECK(t);
+      CHILD_CHECK(t->blocksOnFd() == wantFd);
+      const std::vector<size_t> sizes = {8, t->eagerBytes() * 3 + 5};
+      std::vector<std::vector<char>> bufs(sizes.size());
+      std::vector<Request> reqs(sizes.size());
+      std::vector<Request*> ptrs;
+      for (size_t i = 0; i < sizes.size(); ++i) {
+        bufs[i].assign(sizes[i], 0);
+        if (rank == 0)
+          for (size_t k = 0; k < sizes[i]; ++k) bufs[i][k] = static_cast<char>(i * 13 + k * 3);
+        ptrs.push_back(&reqs[i]);
+      }
+      if (rank == 0) {
+        while (sh->flag[0].load() == 0) usleep(1000);
+        usleep(200 * 1000);  // rank 1 has long stopped spinning
+        for (size_t i = 0; i < sizes.size(); ++i)
+          CHILD_CHECK(t->postSend(1, 40 + i, bufs[i].data(), sizes[i], &reqs[i]) ==
+                      Status::Success);
+      } else {
+        for (size_t i = 0; i < sizes.size(); ++i)
+          CHILD_CHECK(t->postRecv(0, 40 + i, bufs[i].data(), sizes[i], nullptr, &reqs[i]) ==
+                      Status::Success);
+        sh->flag[0].store(1);
+      }
+      CHILD_CHECK(drive(*t, ptrs, milliseconds(10000)) == Status::Success);
+      if (rank == 1)
+        for (size_t i = 0; i < sizes.size(); ++i)
+          for (size_t k = 0; k < sizes[i]; ++k)
+            CHILD_CHECK(bufs[i][k] == static_cast<char>(i * 13 + k * 3));
+      sh->flag[1].fetch_add(1);
+      while (sh->flag[1].load() < 2) spin(*t, milliseconds(2));
+      return 0;
+    });
+    EXPECT_EQ(codes, (std::vector<int>{0, 0}));
+  }
+}
+
+// NLCCL_OFI_WAIT=auto polls only small jobs that fit this machine's CPUs.
+TEST(OfiWaitAuto, PollsOnlySmallJobsThatFitTheCpus) {
+  const long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+  EXPECT_EQ(OfiTransport::pollByDefault(1), cpus >= 1);
+  EXPECT_EQ(OfiTransport::pollByDefault(2), cpus >= 2);
+  EXPECT_EQ(OfiTransport::pollByDefault(static_cast<int>(cpus)), cpus <= 16);
+  EXPECT_FALSE(OfiTransport::pollByDefault(static_cast<int>(cpus) + 1));
+  EXPECT_FALSE(OfiTransport::pollByDefault(17));
 }
 
 // abort() returns at once with receives (eager and rendezvous sized) still posted, completes

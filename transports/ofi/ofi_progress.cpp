@@ -267,7 +267,7 @@ void OfiTransport::waitActivity(uint32_t seen, std::chrono::nanoseconds timeout)
   // A few polls, then polls with a yield between them: ranks that share cores (4 on 2 here) get
   // the CPU the data they wait for needs (64 polls first cost 4 ranks 255 instead of 135 us per
   // 8-byte all-reduce), and a lone rank still sees its data within microseconds. Then block on
-  // the descriptor or, without one (shm, efa), sleep in steps of at most 200 us.
+  // the descriptor or, without one (shm, efa, NLCCL_OFI_WAIT=poll), sleep in steps of at most 200 us.
   constexpr int kPolls = 4;
   const int kYields = fab_ && fab_->waitFd < 0 ? 256 : 128;
   const auto deadline = Clock::now() + std::min<std::chrono::nanoseconds>(timeout, ofi::kCheckInterval);
