@@ -77,6 +77,16 @@ mutant sim-latency-halved "simulator cost (src/sim)" src/sim/executor.cpp \
   'queue_.push({t + 0.5 * xfers_[x].latency, 1, k, x});' \
   "sim_flow_test sim_formula_test" '^(SimFlow|Flat/Formula|SimUs144)\.'
 
+mutant flow-freezes-above-departures "flow solver (src/fabric)" src/fabric/flow_network.cpp \
+  '      thetaLeft_ = std::min(thetaLeft_, rate_[f]);' \
+  '      thetaLeft_ = std::min(thetaLeft_, 2 * rate_[f]);' \
+  sim_network_test '^SimNetwork\.'
+
+mutant sim-oversubscribed-uplink-passive "simulator passive links (src/sim)" src/sim/executor.cpp \
+  '    passiveLink_[l] = std::min(outSum[l], inSum[l]) <= link.bwBps * (1 + 1e-12);' \
+  '    passiveLink_[l] = std::max(outSum[l], inSum[l]) <= 2 * link.bwBps;' \
+  sim_flow_test '^SimFlow\.Uplinks'
+
 mutant memfree-keeps-its-descriptor "shared memory (src/util)" src/util/shared_memory.cpp \
   '  close(e.fd);' \
   '  (void)e.fd;' \
