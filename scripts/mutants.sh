@@ -92,6 +92,11 @@ mutant memfree-keeps-its-descriptor "shared memory (src/util)" src/util/shared_m
   '  (void)e.fd;' \
   multirank_memalloc_test '^MemAlloc\.'
 
+mutant departed-owner-is-system-error "shared memory (src/util)" src/util/shared_memory.cpp \
+  'if (!localShortage(err) && ownerHolds(pid, fd, token) == Held::No) {' \
+  'if (!localShortage(err) && ownerHolds(pid, fd, token) == Held::Unknown) {' \
+  "shared_memory_test multirank_shm_transport_test" '^(RemoteMapping\.|ShmTransport\.PeerThatGaveUp)'
+
 mutant aborted-work-is-invalid-usage "streams (src/core)" src/core/work.cpp \
   $'WARN("rank %d: communicator was aborted", c->rank());\n      return Status::RemoteError;' \
   $'WARN("rank %d: communicator was aborted", c->rank());\n      return Status::InvalidUsage;' \

@@ -1,6 +1,7 @@
 #include "util/shared_memory.hpp"
 
 #include <fcntl.h>
+#include <signal.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -14,6 +15,7 @@
 #include <random>
 
 #include "util/log.hpp"
+#include "util/process.hpp"
 
 namespace nlccl::shmem {
 
@@ -61,6 +63,33 @@ int createObject(uint64_t id) {
   if (fd >= 0) shm_unlink(path);
   return fd;
 }
+
+// Whether process `pid` still holds the allocation named `token` at descriptor `fd`, asked after
+// opening /proc/<pid>/fd/<fd> failed: No when the process is gone (or dying: it closes its
+// descriptors before it shows as a zombie) or the descriptor is closed or names something else
+// now; Unknown when this process may not look (/proc hides it, or no /proc).
+enum class Held { Yes, No, Unknown };
+Held ownerHolds(pid_t pid, int fd, const char* token) {
+  if (processDead(pid, 0)) return Held::No;
+  char link[64], target[256];
+  snprintf(link, sizeof link, "/proc/%d/fd/%d", static_cast<int>(pid), fd);
+  const ssize_t n = readlink(link, target, sizeof target - 1);
+  if (n > 0) {
+    target[n] = '\0';
+    return strstr(target, token) ? Held::Yes : Held::No;
+  }
+  if (errno != ENOENT) return Held::Unknown;
+  // The process is alive (or just reaped): its descriptor table shows no `fd`, or /proc cannot
+  // show the process at all.
+  char dir[64];
+  snprintf(dir, sizeof dir, "/proc/%d/fd", static_cast<int>(pid));
+  struct stat st;
+  if (stat(dir, &st) == 0) return Held::No;
+  return kill(pid, 0) != 0 && errno == ESRCH ? Held::No : Held::Unknown;
+}
+
+// Errors that say this process is short of something, whatever the owner does.
+bool localShortage(int err) { return err == EMFILE || err == ENFILE || err == ENOMEM; }
 
 }  // namespace
 
@@ -164,20 +193,37 @@ Status RemoteMapping::open(pid_t pid, int fd, uint64_t id, uint64_t size, Remote
                            bool writable) {
   char path[64];
   snprintf(path, sizeof path, "/proc/%d/fd/%d", static_cast<int>(pid), fd);
+  char token[64];
+  tokenFor(id, token, sizeof token);
   int mine = ::open(path, (writable ? O_RDWR : O_RDONLY) | O_CLOEXEC);
   if (mine < 0) {
+    const int err = errno;
+    // The owner's failure when it no longer holds the buffer: it died, or it gave up and freed
+    // it (a rank whose set-up failed frees its segment and may live on, e.g. waiting for the
+    // others to leave its bootstrap root). Ours when we are short of descriptors or memory, or
+    // may not open another process's descriptors.
+    if (!localShortage(err) && ownerHolds(pid, fd, token) == Held::No) {
+      WARN("shm: process %d no longer holds its shared buffer %s (%s: %s): it exited or freed it",
+           static_cast<int>(pid), token, path, strerror(err));
+      return Status::RemoteError;
+    }
     WARN("shm: cannot open process %d's shared buffer (%s): %s", static_cast<int>(pid), path,
-         strerror(errno));
+         strerror(err));
     return Status::SystemError;
   }
   // Check what we opened, not what the path named a moment earlier.
-  char self[64], target[256] = {}, token[64];
+  char self[64], target[256] = {};
   snprintf(self, sizeof self, "/proc/self/fd/%d", mine);
   ssize_t n = readlink(self, target, sizeof target - 1);
-  tokenFor(id, token, sizeof token);
+  if (n > 0 && !strstr(target, token)) {
+    // The ids never repeat: the owner closed the buffer and the number went to another file.
+    WARN("shm: %s is no longer process %d's shared buffer %s: it exited or freed it", path,
+         static_cast<int>(pid), token);
+    close(mine);
+    return Status::RemoteError;
+  }
   struct stat st;
-  if (n <= 0 || !strstr(target, token) || fstat(mine, &st) != 0 ||
-      static_cast<uint64_t>(st.st_size) < size) {
+  if (n <= 0 || fstat(mine, &st) != 0 || static_cast<uint64_t>(st.st_size) < size) {
     WARN("shm: %s is not process %d's shared buffer %s of %" PRIu64 " bytes", path,
          static_cast<int>(pid), token, size);
     close(mine);

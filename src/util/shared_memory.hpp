@@ -50,8 +50,9 @@ class RemoteMapping {
   ~RemoteMapping() { unmap(); }
 
   /// Maps allocation `id` (of `size` bytes, descriptor `fd`) of process `pid`, for reading, or
-  /// for reading and writing. SystemError (with a log line) when the process is gone or the
-  /// descriptor is not that allocation.
+  /// for reading and writing. RemoteError (with a log line) when the process no longer holds
+  /// that allocation (it exited, is exiting, or freed it); SystemError when this process cannot
+  /// open or map it (out of descriptors or memory, not allowed to, no /proc).
   static Status open(pid_t pid, int fd, uint64_t id, uint64_t size, RemoteMapping* out,
                      bool writable = false);
   void unmap();

@@ -270,6 +270,43 @@ TEST(ShmTransport, KilledPeerFailsOthers2Ranks) { killTest(2, 1); }
 TEST(ShmTransport, KilledPeerFailsOthers3Ranks) { killTest(3, 1); }
 TEST(ShmTransport, KilledPeerFailsOthers4Ranks) { killTest(4, 0); }
 
+// A peer whose set-up failed after the exchange (its bootstrap reported another rank dead, say)
+// frees its segment and may live on: rank 0 of a job waits for the others to leave its bootstrap
+// root. A rank that then cannot open that segment sees the peer's failure, RemoteError, not a
+// SystemError of its own (the InitKill flake: the peer is alive, so it never shows as dead).
+TEST(ShmTransport, PeerThatGaveUpDuringSetupIsRemoteError) {
+  auto codes = runForked(2, [](int rank, Shared* sh) {
+    auto allGather = [sh, rank](const void* mine, size_t bytes, void* all) {
+      testing::recordMemfds();  // our segment exists now
+      std::memcpy(sh->blobs[0][rank], mine, bytes);
+      sh->arrived[0].fetch_add(1);
+      if (rank == 0) return Status::RemoteError;  // gives up right after contributing
+      auto deadline = Clock::now() + std::chrono::seconds(10);
+      while (sh->arrived[0].load() < 2 || sh->flag[0].load() == 0) {  // until rank 0 freed it
+        if (Clock::now() > deadline) return Status::Timeout;
+        usleep(200);
+      }
+      for (int i = 0; i < 2; ++i)
+        std::memcpy(static_cast<char*>(all) + i * bytes, sh->blobs[0][i], bytes);
+      return Status::Success;
+    };
+    std::unique_ptr<ShmTransport> t;
+    const Status s = ShmTransport::create(rank, 2, allGather, milliseconds(5000), {}, &t);
+    if (rank == 0) {
+      CHILD_CHECK(s == Status::RemoteError && !t);
+      sh->flag[0].store(1);  // our segment is freed; stay alive until rank 1 is done
+      auto deadline = Clock::now() + std::chrono::seconds(20);
+      while (sh->flag[1].load() == 0 && Clock::now() < deadline) usleep(1000);
+    } else {
+      sh->flag[1].store(1);
+      fprintf(stderr, "rank 1: create: %s\n", statusName(s));
+      CHILD_CHECK(s == Status::RemoteError && !t);
+    }
+    return 0;
+  });
+  EXPECT_EQ(codes, (std::vector<int>{0, 0}));
+}
+
 TEST(ShmTransport, AbortFailsLocalAndRemote) {
   auto codes = runForked(2, [](int rank, Shared* sh) {
     auto t = makeTransport(sh, rank, 2);

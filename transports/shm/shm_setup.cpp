@@ -156,10 +156,17 @@ Status ShmTransport::setup(const AllGatherFn& allGather) {
     where.id = b.id;
     where.size = b.size;
     if (Status os = shm::Segment::open(b.pid, where, nranks_, p, &peer.seg); os != Status::Success) {
-      // A peer that died since the exchange took its segment with it: that is the peer's
-      // failure (RemoteError), not ours. A dying process closes its descriptors before it
-      // becomes a zombie, so give it a moment to show as dead (up to 2 s: on a loaded host the
-      // exit of a killed process can take longer than 200 ms, and this is the error path only).
+      // A peer that died since the exchange took its segment with it, and one whose own set-up
+      // failed (another peer died, say) freed it, maybe living on a while (rank 0 waits for
+      // the others to leave its bootstrap root): either is the peer's failure (RemoteError),
+      // not ours. The mapping tells (it found the descriptor gone).
+      if (os == Status::RemoteError) {
+        WARN("shm: rank %d: peer rank %d (pid %d) died or gave up during setup", rank_, p, b.pid);
+        return Status::RemoteError;
+      }
+      // Any other failure is ours, unless the peer turns out to be dying (its /proc entries may
+      // refuse access meanwhile): give it a moment to show as dead (up to 2 s: on a loaded host
+      // the exit of a killed process can take longer than 200 ms, and this is the error path).
       bool dead = false;
       for (int i = 0; i < 400 && !(dead = processDead(peer.pid, peer.startTime)); ++i)
         usleep(5000);
