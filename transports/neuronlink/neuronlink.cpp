@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <mutex>
 
 #include "util/log.hpp"
 
@@ -351,7 +352,10 @@ void NeuronLinkTransport::waitActivity(uint32_t seen, std::chrono::nanoseconds t
   inner_->waitActivity(seen, timeout);
 }
 
+// nlcclCommAbort calls this from another thread while the collective's thread, seeing the inner
+// transport fail, may be failing into it too: one at a time, or both free pending_'s nodes.
 void NeuronLinkTransport::abort(Status why) {
+  std::lock_guard<std::mutex> lock(abortMu_);
   inner_->abort(why);
   for (Pending& p : pending_) complete(p, why);
   pending_.clear();

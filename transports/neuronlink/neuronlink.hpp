@@ -18,6 +18,7 @@
 #include <list>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <queue>
 #include <unordered_map>
 #include <vector>
@@ -104,6 +105,7 @@ class NeuronLinkTransport final : public Transport, public TimeModel {
   std::shared_ptr<const LinkModel> model_;
   std::unique_ptr<Timeline> timeline_;
   fabric::FlowModel flows_;  ///< this rank's replica of the whole fabric
+  std::mutex abortMu_;  // abort() may run on two threads at once (see there)
   std::list<Pending> pending_;
   double clock_ = 0;
   bool active_ = false;     ///< has operations in flight (the timeline knows it as not idle)
