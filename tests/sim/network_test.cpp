@@ -16,6 +16,7 @@ namespace {
 struct Spec {
   double start, bytes;
   std::vector<Use> uses;
+  double cap = std::numeric_limits<double>::infinity();  ///< FlowNetwork::start's capBps
 };
 
 // Progressive filling over every active flow (no incrementality).
@@ -85,6 +86,34 @@ std::vector<double> reference(const std::vector<double>& cap, const std::vector<
   return finish;
 }
 
+// Finish time of every flow through FlowNetwork, started in order of start time.
+std::vector<double> incremental(FlowNetwork& net, const std::vector<Spec>& flows) {
+  std::vector<double> got(flows.size(), -1);
+  std::vector<int> order(flows.size());
+  for (size_t i = 0; i < flows.size(); ++i) order[i] = static_cast<int>(i);
+  std::sort(order.begin(), order.end(),
+            [&](int a, int b) { return flows[a].start < flows[b].start; });
+  size_t nextStart = 0;
+  std::vector<int64_t> done;
+  for (;;) {
+    const double ts = nextStart < order.size() ? flows[order[nextStart]].start
+                                               : std::numeric_limits<double>::infinity();
+    const double t = std::min(ts, net.nextFinish());
+    if (!std::isfinite(t)) break;
+    done.clear();
+    net.popFinished(t, &done);
+    for (int64_t d : done) got[d] = t;
+    while (nextStart < order.size() && flows[order[nextStart]].start <= t) {
+      const Spec& f = flows[order[nextStart]];
+      net.start(t, f.uses.data(), static_cast<int>(f.uses.size()), f.bytes, order[nextStart],
+                f.cap);
+      ++nextStart;
+    }
+    net.solve(t);
+  }
+  return got;
+}
+
 TEST(SimNetwork, IncrementalMatchesFromScratch) {
   std::mt19937 rng(12345);
   for (int trial = 0; trial < 1000; ++trial) {
@@ -107,28 +136,7 @@ TEST(SimNetwork, IncrementalMatchesFromScratch) {
 
     FlowNetwork net;
     for (double c : cap) net.addResource(c);
-    std::vector<double> got(flows.size(), -1);
-    std::vector<int> order(flows.size());
-    for (size_t i = 0; i < flows.size(); ++i) order[i] = static_cast<int>(i);
-    std::sort(order.begin(), order.end(),
-              [&](int a, int b) { return flows[a].start < flows[b].start; });
-    size_t nextStart = 0;
-    std::vector<int64_t> done;
-    for (;;) {
-      const double ts = nextStart < order.size() ? flows[order[nextStart]].start
-                                                 : std::numeric_limits<double>::infinity();
-      const double t = std::min(ts, net.nextFinish());
-      if (!std::isfinite(t)) break;
-      done.clear();
-      net.popFinished(t, &done);
-      for (int64_t d : done) got[d] = t;
-      while (nextStart < order.size() && flows[order[nextStart]].start <= t) {
-        const Spec& f = flows[order[nextStart]];
-        net.start(t, f.uses.data(), static_cast<int>(f.uses.size()), f.bytes, order[nextStart]);
-        ++nextStart;
-      }
-      net.solve(t);
-    }
+    const auto got = incremental(net, flows);
     for (size_t i = 0; i < flows.size(); ++i)
       ASSERT_NEAR(got[i], want[i], 1e-9 * std::max(1.0, want[i])) << "trial " << trial << " flow " << i;
   }
@@ -179,31 +187,11 @@ TEST(SimNetwork, IncrementalMatchesFromScratchWithCapsAndPassive) {
     double total = 0;
     for (double c : cap) total += c;
     const int passive = net.addResource(total + 1, true);
-    std::vector<double> got(nflows, -1);
-    std::vector<int> order(nflows);
-    for (size_t i = 0; i < nflows; ++i) order[i] = static_cast<int>(i);
-    std::sort(order.begin(), order.end(),
-              [&](int a, int b) { return flows[a].start < flows[b].start; });
-    size_t nextStart = 0;
-    std::vector<int64_t> done;
-    std::vector<Use> uses;
-    for (;;) {
-      const double ts = nextStart < order.size() ? flows[order[nextStart]].start
-                                                 : std::numeric_limits<double>::infinity();
-      const double t = std::min(ts, net.nextFinish());
-      if (!std::isfinite(t)) break;
-      done.clear();
-      net.popFinished(t, &done);
-      for (int64_t d : done) got[d] = t;
-      while (nextStart < order.size() && flows[order[nextStart]].start <= t) {
-        const int i = order[nextStart];
-        uses = flows[i].uses;
-        if (onPassive[i]) uses.push_back({passive, 1.0});
-        net.start(t, uses.data(), static_cast<int>(uses.size()), flows[i].bytes, i, flowCap[i]);
-        ++nextStart;
-      }
-      net.solve(t);
+    for (size_t i = 0; i < nflows; ++i) {
+      flows[i].cap = flowCap[i];
+      if (onPassive[i]) flows[i].uses.push_back({passive, 1.0});
     }
+    const auto got = incremental(net, flows);
     for (size_t i = 0; i < nflows; ++i)
       ASSERT_NEAR(got[i], want[i], 1e-9 * std::max(1.0, want[i])) << "trial " << trial << " flow " << i;
     EXPECT_NEAR(net.peakUtil(passive), wantPeak / (total + 1), 1e-9) << "trial " << trial;
