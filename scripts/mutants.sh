@@ -82,6 +82,11 @@ mutant flow-freezes-above-departures "flow solver (src/fabric)" src/fabric/flow_
   '      thetaLeft_ = std::min(thetaLeft_, 2 * rate_[f]);' \
   sim_network_test '^SimNetwork\.'
 
+mutant flow-settle-trusts-expanded "flow solver (src/fabric)" src/fabric/flow_network.cpp \
+  '      if (expanded_[r] == epoch_ && outsideTop_[r] <= above) continue;' \
+  '      if (expanded_[r] == epoch_) continue;' \
+  sim_network_test '^SimNetwork\.'
+
 mutant sim-oversubscribed-uplink-passive "simulator passive links (src/sim)" src/sim/executor.cpp \
   '    passiveLink_[l] = std::min(outSum[l], inSum[l]) <= link.bwBps * (1 + 1e-12);' \
   '    passiveLink_[l] = std::max(outSum[l], inSum[l]) <= 2 * link.bwBps;' \

@@ -24,6 +24,7 @@ int FlowNetwork::addResource(double capacity, bool passive) {
   residual_.push_back(0);
   coefSum_.push_back(0);
   resLocal_.push_back(-1);
+  outsideTop_.push_back(0);
   return static_cast<int>(cap_.size()) - 1;
 }
 
@@ -150,18 +151,30 @@ void FlowNetwork::collect(int r, bool force) {
     stack.pop_back();
     if (expanded_[res] == epoch_) continue;
     expanded_[res] = epoch_;
+    // Only the flows at the resource's top rate are bottlenecked there; a slower one owes its
+    // rate to another resource, which brings it in if reached. Should the new level fall
+    // below it, settle() pulls it in.
+    double top = 0;
+    for (int f : flowsOn_[res]) top = std::max(top, rate_[f]);
+    const double take = std::max(frozenBelow_, top * (1 - 1e-9));
+    double rest = 0;  // the fastest flow left out, for settle()
     for (int f : flowsOn_[res]) {
-      if (flowMark_[f] == epoch_ || rate_[f] < frozenBelow_) continue;
+      if (flowMark_[f] == epoch_) continue;
+      if (rate_[f] < take) {
+        rest = std::max(rest, rate_[f]);
+        continue;
+      }
       flowMark_[f] = epoch_;
       comp_.push_back(f);
       for (const Use& u : usesOf(f)) reach(u.res);
     }
+    outsideTop_[res] = rest;
   }
 }
 
 // Progressive filling of comp_ within the capacity the other flows leave; applies the rates
 // unless one falls below frozenBelow_ (then returns false, changing nothing). A flow's own cap
-// is a level of its own in the heap (key res -1 - flow) rather than a resource.
+// is a level of its own (in a sorted list beside the heap) rather than a resource.
 bool FlowNetwork::fill(double now) {
   const size_t nres = compRes_.size();
   onStart_.assign(nres + 1, 0);
@@ -192,26 +205,38 @@ bool FlowNetwork::fill(double now) {
   auto levelOf = [&](int r) { return std::max(0.0, residual_[r] - fixedUse_[r]) / count_[r]; };
   for (int r : compRes_)
     if (count_[r] > kTiny) hv.push_back({levelOf(r), r});
-  for (int f : comp_)
-    if (flows_[f].capBps < kInf) hv.push_back({flows_[f].capBps, -1 - f});
   std::make_heap(hv.begin(), hv.end(), std::greater<>());
+  // The flows' own caps, rising, beside the heap: the flows of one port usually share a cap,
+  // so the order is usually there already.
+  std::vector<LevelKey>& caps = capOrder_;
+  caps.clear();
+  for (int f : comp_)
+    if (flows_[f].capBps < kInf) caps.push_back({flows_[f].capBps, f});
+  auto byLevel = [](const LevelKey& a, const LevelKey& b) { return a.level < b.level; };
+  if (!std::is_sorted(caps.begin(), caps.end(), byLevel))
+    std::sort(caps.begin(), caps.end(), byLevel);
+  size_t nextCap = 0, unfixed = comp_.size();
   auto fix = [&](int f, double lvl) {
     fixed_[f] = 1;
     newRate_[f] = lvl;
+    --unfixed;
     for (const Use& u : usesOf(f)) {
       fixedUse_[u.res] += u.coef * lvl;
       count_[u.res] -= u.coef;
     }
   };
-  while (!hv.empty()) {
+  while (unfixed > 0) {
+    while (nextCap < caps.size() && fixed_[caps[nextCap].res]) ++nextCap;
+    // A flow's cap at or below every resource's level (the keys are lower bounds) binds first.
+    if (nextCap < caps.size() && (hv.empty() || caps[nextCap].level <= hv.front().level)) {
+      fix(caps[nextCap].res, caps[nextCap].level);
+      ++nextCap;
+      continue;
+    }
+    if (hv.empty()) break;
     std::pop_heap(hv.begin(), hv.end(), std::greater<>());
     const LevelKey k = hv.back();
     hv.pop_back();
-    if (k.res < 0) {  // a flow's cap: every resource's level is at least this key
-      const int f = -1 - k.res;
-      if (!fixed_[f]) fix(f, k.level);
-      continue;
-    }
     const int r = k.res;
     if (count_[r] <= kTiny) continue;
     const double lvl = levelOf(r);
@@ -378,22 +403,31 @@ bool FlowNetwork::settle(double now) {
     // A resource the new rates saturate may hold outside flows that now get more than the
     // component's flows bottlenecked there: pull them in and solve again.
     bool grew = false;
-    const size_t nres = compRes_.size();
+    // The component's flows on a resource are those of fill()'s CSR (compOn_); an expanded
+    // resource knows its fastest outside flow, so only a resource that may hold a faster one
+    // is scanned.
+    const size_t nres = onStart_.size() - 1;
     for (size_t i = 0; i < nres; ++i) {
       const int r = compRes_[i];
-      // An expanded resource holds no outside flow but frozen ones, which are slower than any
-      // flow of the component.
-      if (expanded_[r] == epoch_ || !tight(r)) continue;
+      if (!tight(r)) continue;
       double maxComp = 0;
-      for (int f : flowsOn_[r])
-        if (flowMark_[f] == epoch_) maxComp = std::max(maxComp, rate_[f]);
+      for (int k = onStart_[i]; k < onStart_[i + 1]; ++k)
+        maxComp = std::max(maxComp, rate_[compOn_[k]]);
+      const double above = maxComp * (1 + 1e-9);
+      if (expanded_[r] == epoch_ && outsideTop_[r] <= above) continue;
+      double rest = 0;
       for (int g : flowsOn_[r]) {
-        if (flowMark_[g] == epoch_ || rate_[g] <= maxComp * (1 + 1e-9)) continue;
+        if (flowMark_[g] == epoch_) continue;
+        if (rate_[g] <= above) {
+          rest = std::max(rest, rate_[g]);
+          continue;
+        }
         flowMark_[g] = epoch_;
         comp_.push_back(g);
         for (const Use& u : usesOf(g)) collect(u.res, false);
         grew = true;
       }
+      if (expanded_[r] == epoch_) outsideTop_[r] = rest;
     }
     if (!grew) break;
   }

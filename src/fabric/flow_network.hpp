@@ -131,6 +131,7 @@ class FlowNetwork {
   std::vector<char> seedForce_;
   std::vector<int> comp_, compRes_;
   std::vector<uint32_t> flowMark_, resMark_, expanded_;
+  std::vector<double> outsideTop_;  // per expanded resource: its fastest flow left out
   uint32_t epoch_ = 0;
   std::vector<double> fixedUse_, count_, residual_;
   std::vector<char> fixed_;      // per flow, during fill()
@@ -143,6 +144,7 @@ class FlowNetwork {
     bool operator>(const LevelKey& o) const { return level > o.level; }
   };
   std::vector<LevelKey> levelHeap_;
+  std::vector<LevelKey> capOrder_;  // (cap, flow) of the component's capped flows, rising
   std::vector<int> stack_;
 };
 
