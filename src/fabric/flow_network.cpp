@@ -25,6 +25,7 @@ int FlowNetwork::addResource(double capacity, bool passive) {
   coefSum_.push_back(0);
   resLocal_.push_back(-1);
   outsideTop_.push_back(0);
+  touchMark_.push_back(0);
   return static_cast<int>(cap_.size()) - 1;
 }
 
@@ -42,7 +43,6 @@ int FlowNetwork::start(double now, const Use* uses, int n, double bytes, int64_t
     newRate_.push_back(0);
     rate_.push_back(0);
     heapPos_.push_back(-1);
-    finish_.push_back(kInf);
   }
   Slot& s = flows_[f];
   // Its uses live in the arena: in its slot's old region when they fit, else in a new one.
@@ -281,7 +281,7 @@ bool FlowNetwork::fill(double now) {
 void FlowNetwork::setRate(int f, double rate) {
   for (const Use& u : passiveUsesOf(f)) {
     load_[u.res] += u.coef * (rate - rate_[f]);
-    touched_.push_back(u.res);
+    touch(u.res);
   }
   rate_[f] = rate;
 }
@@ -289,6 +289,7 @@ void FlowNetwork::setRate(int f, double rate) {
 void FlowNetwork::notePeaks() {
   for (int r : touched_) peak_[r] = std::max(peak_[r], load_[r] / cap_[r]);
   touched_.clear();
+  ++touchEpoch_;
 }
 
 void FlowNetwork::solve(double now) {
@@ -322,7 +323,7 @@ void FlowNetwork::solve(double now) {
       for (const Use& u : uses) rate = std::min(rate, cap_[u.res] / u.coef);
       for (const Use& u : uses) {
         load_[u.res] = u.coef * rate;
-        touched_.push_back(u.res);
+        touch(u.res);
       }
       setRate(f, rate);
       s.fresh = false;
@@ -346,7 +347,7 @@ void FlowNetwork::solve(double now) {
       if (ok) {
         for (const Use& u : uses) {
           load_[u.res] += u.coef * x;
-          touched_.push_back(u.res);
+          touch(u.res);
         }
         setRate(f, x);
         s.fresh = false;
@@ -437,66 +438,68 @@ bool FlowNetwork::settle(double now) {
   return true;
 }
 
+// The heap's entries carry their finish times, so a sift compares without a second load.
 void FlowNetwork::siftUp(size_t i) {
-  const int f = heap_[i];
+  const HeapEntry e = heap_[i];
   while (i > 0) {
     const size_t up = (i - 1) / 2;
-    if (finish_[heap_[up]] <= finish_[f]) break;
+    if (heap_[up].t <= e.t) break;
     heap_[i] = heap_[up];
-    heapPos_[heap_[i]] = static_cast<int>(i);
+    heapPos_[heap_[i].f] = static_cast<int>(i);
     i = up;
   }
-  heap_[i] = f;
-  heapPos_[f] = static_cast<int>(i);
+  heap_[i] = e;
+  heapPos_[e.f] = static_cast<int>(i);
 }
 
 void FlowNetwork::siftDown(size_t i) {
-  const int f = heap_[i];
+  const HeapEntry e = heap_[i];
   const size_t n = heap_.size();
   for (;;) {
     size_t c = 2 * i + 1;
     if (c >= n) break;
-    if (c + 1 < n && finish_[heap_[c + 1]] < finish_[heap_[c]]) ++c;
-    if (finish_[heap_[c]] >= finish_[f]) break;
+    if (c + 1 < n && heap_[c + 1].t < heap_[c].t) ++c;
+    if (heap_[c].t >= e.t) break;
     heap_[i] = heap_[c];
-    heapPos_[heap_[i]] = static_cast<int>(i);
+    heapPos_[heap_[i].f] = static_cast<int>(i);
     i = c;
   }
-  heap_[i] = f;
-  heapPos_[f] = static_cast<int>(i);
+  heap_[i] = e;
+  heapPos_[e.f] = static_cast<int>(i);
 }
 
 void FlowNetwork::schedule(int f, double t) {
-  finish_[f] = t;
   if (heapPos_[f] < 0) {
-    heap_.push_back(f);
+    heap_.push_back({t, f});
     siftUp(heap_.size() - 1);
     return;
   }
   const size_t i = static_cast<size_t>(heapPos_[f]);
-  siftUp(i);
-  siftDown(static_cast<size_t>(heapPos_[f]));
+  const double old = heap_[i].t;
+  heap_[i].t = t;
+  if (t < old) siftUp(i);
+  else siftDown(i);
 }
 
 void FlowNetwork::unschedule(int f) {
   const int pos = heapPos_[f];
   if (pos < 0) return;
   heapPos_[f] = -1;
-  const int last = heap_.back();
+  const HeapEntry last = heap_.back();
   heap_.pop_back();
-  if (last == f) return;
+  if (last.f == f) return;
   heap_[static_cast<size_t>(pos)] = last;
-  heapPos_[last] = pos;
+  heapPos_[last.f] = pos;
   siftUp(static_cast<size_t>(pos));
-  siftDown(static_cast<size_t>(heapPos_[last]));
+  siftDown(static_cast<size_t>(heapPos_[last.f]));
 }
 
-double FlowNetwork::nextFinish() { return heap_.empty() ? kInf : finish_[heap_.front()]; }
+double FlowNetwork::nextFinish() { return heap_.empty() ? kInf : heap_.front().t; }
 
 double FlowNetwork::popFinished(double t, std::vector<int64_t>* done, double horizon) {
   const double limit = t + std::abs(t) * 1e-12;
   double batch = t;
-  if (precision_ > 0 && horizon > limit && !heap_.empty() && finish_[heap_.front()] <= limit) {
+  if (precision_ > 0 && horizon > limit && !heap_.empty() && heap_.front().t <= limit) {
     // Within the precision: a flow due by `horizon` and within precision x its own duration of
     // t finishes with this batch, at the batch's time. Its capacity idles until then, so the
     // schedule stays feasible (no resource over capacity, every byte moved). The heap is walked
@@ -508,8 +511,8 @@ double FlowNetwork::popFinished(double t, std::vector<int64_t>* done, double hor
     while (!stackIdx_.empty()) {
       const size_t i = stackIdx_.back();
       stackIdx_.pop_back();
-      const int f = heap_[i];
-      const double fin = finish_[f];
+      const int f = heap_[i].f;
+      const double fin = heap_[i].t;
       if (fin > reach) continue;
       if (fin <= limit || fin - t <= precision_ * (fin - flows_[f].startT)) {
         merge_.push_back(f);
@@ -524,8 +527,8 @@ double FlowNetwork::popFinished(double t, std::vector<int64_t>* done, double hor
     }
     return batch;
   }
-  while (!heap_.empty() && finish_[heap_.front()] <= limit) {
-    const int f = heap_.front();
+  while (!heap_.empty() && heap_.front().t <= limit) {
+    const int f = heap_.front().f;
     done->push_back(flows_[f].tag);
     remove(f);
   }

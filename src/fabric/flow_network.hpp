@@ -101,7 +101,14 @@ class FlowNetwork {
   std::vector<double> cap_, load_, peak_;
   std::vector<double> coefSum_;  // per resource: sum of its flows' coefficients
   std::vector<char> passive_;    // per resource
-  std::vector<int> touched_;     // resources whose peak notePeaks() has still to take
+  std::vector<int> touched_;  // resources whose peak notePeaks() has still to take, once each
+  std::vector<uint32_t> touchMark_;  // per resource: touchEpoch_ when in touched_
+  uint32_t touchEpoch_ = 1;
+  void touch(int r) {
+    if (touchMark_[r] == touchEpoch_) return;
+    touchMark_[r] = touchEpoch_;
+    touched_.push_back(r);
+  }
   std::vector<std::vector<int>> flowsOn_;
   std::vector<Slot> flows_;
   std::vector<double> rate_;  // per flow (apart from Slot: the scans of solve() read only it)
@@ -111,9 +118,12 @@ class FlowNetwork {
   // Finish times of the flows with a rate: an indexed binary min-heap, one entry per flow, moved
   // in place when a rate changes (no stale entries pile up: a million-flow all-to-all re-rates
   // thousands of flows per event).
-  std::vector<int> heap_;       // flow ids
-  std::vector<int> heapPos_;    // per flow: its index in heap_, -1 when absent
-  std::vector<double> finish_;  // per flow
+  struct HeapEntry {
+    double t;  // finish time
+    int f;
+  };
+  std::vector<HeapEntry> heap_;
+  std::vector<int> heapPos_;  // per flow: its index in heap_, -1 when absent
   void schedule(int f, double t);
   void unschedule(int f);
   void siftUp(size_t i);
