@@ -98,8 +98,7 @@ struct FlowModel::Impl {
       }
       const double tStart = waiting.empty() ? kInf : waiting.begin()->first;
       const double t = std::min(tStart, net.nextFinish());
-      // (Finish times carry rounding error: one a hair past `until` counts as at it.)
-      if (!std::isfinite(t) || t > until + std::abs(until) * 1e-12) return;
+      if (!std::isfinite(t) || t > settledBy(until)) return;
       now = std::max(now, t);
       done.clear();
       net.popFinished(t, &done);

@@ -21,6 +21,10 @@ namespace nlccl::fabric {
 /// nothing more will be added before that answer), while advanceTo() + arrived() let a caller
 /// that knows "no transfer will start before t" (a conservative clock, as the neuronlink
 /// transport keeps) settle exactly the transfers that have finished by t.
+/// The latest finish time advanceTo(t) takes as at t: finish times carry rounding error, so one
+/// a hair past t counts as at it (and is reported with its own time, up to this).
+inline double settledBy(double t) { return t + (t < 0 ? -t : t) * 1e-12; }
+
 class FlowModel {
  public:
   struct Options {

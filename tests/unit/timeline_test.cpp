@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <limits>
@@ -135,6 +136,25 @@ TEST(TimelineTest, JumpsOnlyWhenEveryRankIsBlockedAtTheCurrentHorizon) {
   ASSERT_EQ(tl[1].tryJump(v, none, finish, &jumped), Status::Success);
   EXPECT_FALSE(jumped);
   EXPECT_EQ(calls, 1);
+}
+
+// The replicas take a finish a hair (rounding) past the horizon as at it, and report its own
+// time: such a finish was known when the rank judged itself blocked, so it does not stop the
+// jump (it did, and every rank waited out the timeout: the tree all-reduce hang).
+TEST(TimelineTest, AFinishRoundingPastTheHorizonDoesNotStopTheJump) {
+  Fixture tl(2, 16, std::chrono::milliseconds(60000));
+  tl.activateAll();
+  const double h = 0.00044500492187499977;
+  publish(tl[0], h);
+  publish(tl[1], h);
+  publish(tl[0], h, /*blocked=*/true);  // judged at horizon h
+  publish(tl[1], h, /*blocked=*/true);
+  const double hair = std::nextafter(std::nextafter(h, 1.0), 1.0);
+  const std::vector<double> finishedAt{hair, -1.0};
+  bool jumped = false;
+  ASSERT_EQ(tl[0].tryJump(viewOf(tl[0]), finishedAt, [] { return 9e-4; }, &jumped),
+            Status::Success);
+  EXPECT_TRUE(jumped);
 }
 
 TEST(TimelineTest, AFullLogWaitsForTheSlowestReaderAndNamesIt) {

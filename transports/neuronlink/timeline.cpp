@@ -15,6 +15,7 @@
 #include <string>
 #include <thread>
 
+#include "fabric/flow_model.hpp"
 #include "util/log.hpp"
 #include "util/params.hpp"
 #include "util/process.hpp"
@@ -327,7 +328,10 @@ Status Timeline::tryJump(const View& seen, const std::vector<double>& lastFinish
     const RankState& s = ranks_[r];
     if (s.released || s.gone) continue;
     anyone = true;
-    all = s.blockedAt >= 0 && lastFinish[r] <= s.blockedAt;
+    // A finish a hair past the horizon it judged at was already in its replica then
+    // (FlowModel::advanceTo takes it as at the horizon): without the same slack every rank
+    // waits for a jump that never comes.
+    all = s.blockedAt >= 0 && lastFinish[r] <= fabric::settledBy(s.blockedAt);
     if (!all)
       TRACE(log::kNet, "neuronlink: rank %d: no jump at %.6f us: rank %d judged at %.6f us, its "
             "last finish %.6f us (floor %.6f us, idle %d)", rank_, now * 1e6, r,
