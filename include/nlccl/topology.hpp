@@ -26,6 +26,17 @@ struct ChipEngine {
   /// (the incoming operand comes off the link, not out of local HBM).
   double hbmBytesPerReducedByte = 2.0;
   double localLatencyS = 0.0;      ///< start-up of a transfer between two ranks of one chip
+  /// Sends and reductions on arrival draw on one engine (a host rank, whose one thread both
+  /// copies what it sends and reduces what it receives): flow mode shares one resource per chip
+  /// between them, of dmaBps() send bytes per second, a reduced byte costing
+  /// sharedReduceCost() of them. Needs finite DMA and HBM figures; analytical mode is unchanged.
+  bool sharedEngine = false;
+  /// Send bytes one reduced byte costs on a shared engine: its HBM bytes at the HBM rate, over
+  /// the DMA rate.
+  double sharedReduceCost() const { return hbmBytesPerReducedByte * dmaBps() / hbmBps; }
+  bool sharesEngine() const {
+    return sharedEngine && dmaBps() < kInfinite && hbmBps < kInfinite && hbmBps > 0;
+  }
   /// Outgoing data rate of the chip: engines x per-engine rate (infinite if either is).
   double dmaBps() const { return dmaEngines * dmaEngineBps; }
   /// Seconds a local copy (HBM read + write) or reduce (two reads, one write) of `bytes` takes:

@@ -73,7 +73,10 @@ Status Communicator::tunerFabric(const fabric::Topology** out) {
     }
     if (s != Status::Success) {
       if (!error.empty()) INFO(log::kTune, "tuner: %s; modelling the host instead", error.c_str());
-      s = tuner::hostFabric(nranks_, hostGroups_, config_.sliceBytes, topo.get(), &error);
+      // Every pair over ofi (NLCCL_TRANSPORT=ofi): ranks of one host talk through it too.
+      const bool ofiInside = transport_ && std::string(transport_->name()) == "ofi";
+      s = tuner::hostFabric(nranks_, hostGroups_, config_.sliceBytes, ofiInside, topo.get(),
+                            &error);
     }
     if (s != Status::Success) {
       WARN("tuner: cannot build the fabric of this communicator: %s", error.c_str());

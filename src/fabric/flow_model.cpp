@@ -60,11 +60,17 @@ struct FlowModel::Impl {
     }
     x->latency = opts.latencyS >= 0 ? opts.latencyS : lat;
     const fabric::ChipEngine& eng = topo.chip();
-    if (std::isfinite(eng.dmaBps())) {
+    if (eng.sharesEngine()) {  // one resource per chip: sends at the source, reduces at the dest
+      for (int c : {src, dst})
+        if (dmaRes[c] < 0 && (c == src || reduce)) dmaRes[c] = net.addResource(eng.dmaBps());
+      x->uses.push_back({dmaRes[src], 1.0});
+      if (reduce && dst == src) x->uses.back().coef += eng.sharedReduceCost();
+      else if (reduce) x->uses.push_back({dmaRes[dst], eng.sharedReduceCost()});
+    } else if (std::isfinite(eng.dmaBps())) {
       if (dmaRes[src] < 0) dmaRes[src] = net.addResource(eng.dmaBps());
       x->uses.push_back({dmaRes[src], 1.0});
     }
-    if (reduce && std::isfinite(eng.hbmBps)) {
+    if (!eng.sharesEngine() && reduce && std::isfinite(eng.hbmBps)) {
       if (hbmRes[dst] < 0) hbmRes[dst] = net.addResource(eng.hbmBps);
       x->uses.push_back({hbmRes[dst], eng.hbmBytesPerReducedByte});
     }

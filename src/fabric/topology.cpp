@@ -69,6 +69,9 @@ Status TopologyBuilder::build(const json& doc, Topology* t, std::string* error) 
       !readFigure(chip, "local_latency_us", 1.0, &localUs, error))
     return Status::InvalidArgument;
   c.localLatencyS = localUs * 1e-6;
+  const json shared = chip.value("shared_engine", json(false));
+  if (!shared.is_boolean()) return fail(error, "chip.shared_engine must be true or false");
+  c.sharedEngine = shared.get<bool>();
 
   if (!doc.contains("levels") || !doc["levels"].is_array() || doc["levels"].empty())
     return fail(error, "topology needs a non-empty 'levels' array");

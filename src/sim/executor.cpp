@@ -99,6 +99,7 @@ class Executor {
   void chipLinks();
   void findPassiveLinks();
   int chipRes(std::vector<int>& res, int chip, double capacity, bool out, double coef);
+  int engineRes(int chip);  // ChipEngine::sharesEngine: the chip's one engine
   void tryStart(int s, int k, double t);
   void startStep(int s, int k, double t);
   void recvDone(int x, int k, double t);
@@ -268,6 +269,14 @@ int Executor::chipRes(std::vector<int>& res, int chip, double capacity, bool out
                        : out                    ? chipOut_[static_cast<size_t>(chip)]
                                                 : chipIn_[static_cast<size_t>(chip)];
   if (links * coef >= capacity * (1 - 1e-12)) r = net_.addResource(capacity);
+  return r;
+}
+
+// A shared engine always takes part: its sends and reductions together may bind where neither
+// alone would, so chipRes' shortcut does not apply.
+int Executor::engineRes(int chip) {
+  int& r = dmaRes_[static_cast<size_t>(chip)];
+  if (r < 0) r = net_.addResource(topo_.chip().dmaBps());
   return r;
 }
 
@@ -481,12 +490,27 @@ void Executor::startFlow(int x, int k, double t, double bytes, double eagerFrom,
   }
   const fabric::ChipEngine& eng = topo_.chip();
   const double cw = quotient_.chipWeight();
-  if (const int r = chipRes(dmaRes_, quotient_.chip(srcChip), eng.dmaBps(), true, 1.0); r >= 0)
-    useScratch_.push_back({r, cw});
-  if (cp_.messages()[cp_.xfers()[x].sends].reduced) {
-    const double coef = eng.hbmBytesPerReducedByte;
-    if (const int r = chipRes(hbmRes_, quotient_.chip(dstChip), eng.hbmBps, false, coef); r >= 0)
-      useScratch_.push_back({r, cw * coef});
+  const bool reduced = cp_.messages()[cp_.xfers()[x].sends].reduced;
+  if (eng.sharesEngine()) {  // one resource per chip: the sender's sends, the receiver's reduces
+    useScratch_.push_back({engineRes(quotient_.chip(srcChip)), cw});
+    if (reduced) {
+      const int r = engineRes(quotient_.chip(dstChip));
+      const double coef = cw * eng.sharedReduceCost();
+      // A representative to its own image (or a chip to itself) in flow mode: one use of both.
+      // Analytical mode times each transfer alone, so the two stay separate limits there.
+      if (opts_.mode == Mode::Flow && useScratch_.back().res == r)
+        useScratch_.back().coef += coef;
+      else
+        useScratch_.push_back({r, coef});
+    }
+  } else {
+    if (const int r = chipRes(dmaRes_, quotient_.chip(srcChip), eng.dmaBps(), true, 1.0); r >= 0)
+      useScratch_.push_back({r, cw});
+    if (reduced) {
+      const double coef = eng.hbmBytesPerReducedByte;
+      if (const int r = chipRes(hbmRes_, quotient_.chip(dstChip), eng.hbmBps, false, coef); r >= 0)
+        useScratch_.push_back({r, cw * coef});
+    }
   }
   const int64_t tag = static_cast<int64_t>(x) * loops_ + k;
   const double cap = topo_.transferCapBps(routeScratch_);  // one port where ports do not stripe

@@ -39,12 +39,14 @@ HostShape hostShape() {
   return shape;
 }
 
-std::string hostFabricJson(int ranksPerHost, int hosts, size_t sliceBytes, const HostShape& shape) {
+std::string hostFabricJson(int ranksPerHost, int hosts, size_t sliceBytes, const HostShape& shape,
+                           bool ofiInsideHosts) {
   const double shmLat = paramTunerShmLatencyUs().value, shmBw = paramTunerShmBandwidthGbps().value;
   const double ofiLat = paramTunerOfiLatencyUs().value, ofiBw = paramTunerOfiBandwidthGbps().value;
   const double mem = paramTunerMemBandwidthGbps().value, launch = paramTunerLaunchUs().value;
   // More ranks than hardware threads: a message waits for its receiver to be scheduled.
   const double over = std::max(1.0, static_cast<double>(ranksPerHost) / shape.pus);
+  const double hostLat = (ofiInsideHosts ? ofiLat : shmLat) * over;
   const double window = static_cast<double>(paramShmSlots().value) *
                         static_cast<double>(paramShmSlotBytes().value);
   char buf[2048];
@@ -57,30 +59,32 @@ std::string hostFabricJson(int ranksPerHost, int hosts, size_t sliceBytes, const
     std::snprintf(buf, sizeof buf,
                   R"({"name": "numa", "kind": "switch", "size": %d, "attach": "chip", "bw_GBps": %g, "latency_us": %g},)"
                   R"({"name": "host", "kind": "switch", "size": %d, "attach": "below", "bw_GBps": %g, "latency_us": 0})",
-                  ranksPerHost / numa, shmBw, shmLat * over, numa, shmBw);
+                  ranksPerHost / numa, shmBw, hostLat, numa, shmBw);
   } else {
     std::snprintf(buf, sizeof buf,
                   R"({"name": "host", "kind": "switch", "size": %d, "attach": "chip", "bw_GBps": %g, "latency_us": %g})",
-                  ranksPerHost, shmBw, shmLat * over);
+                  ranksPerHost, shmBw, hostLat);
   }
   levels = buf;
   if (hosts > 1) {
     std::snprintf(buf, sizeof buf,
                   R"(,{"name": "network", "kind": "switch", "size": %d, "attach": "below", "bw_GBps": %g, "latency_us": %g})",
-                  hosts, ofiBw / ranksPerHost, std::max(0.0, ofiLat - shmLat));
+                  hosts, ofiBw / ranksPerHost, std::max(0.0, ofiLat - hostLat));
     levels += buf;
   }
   std::snprintf(buf, sizeof buf,
                 R"({"name": "host:%dx%d", "ranks_per_chip": 1, "launch_overhead_us": %g, )"
                 R"("pair_window_bytes": %.0f, "chunk_bytes": %zu, )"
                 R"("chip": {"name": "rank", "dma_engines": 1, "dma_engine_GBps": %g, "hbm_GBps": %g, )"
-                R"("hbm_bytes_per_reduced_byte": 2, "local_latency_us": 0}, "levels": [)",
-                hosts, ranksPerHost, launch, window, sliceBytes, shmBw, mem);
+                R"("hbm_bytes_per_reduced_byte": 2, "local_latency_us": 0, "shared_engine": %s}, )"
+                R"("levels": [)",
+                hosts, ranksPerHost, launch, window, sliceBytes, shmBw, mem,
+                ofiInsideHosts ? "true" : "false");
   return std::string(buf) + levels + "]}";
 }
 
 Status hostFabric(int nranks, const std::vector<int>& groups, size_t sliceBytes,
-                  fabric::Topology* out, std::string* error) {
+                  bool ofiInsideHosts, fabric::Topology* out, std::string* error) {
   const std::string file = paramTunerTopology().value;
   if (!file.empty())  // sliced as this library slices
     return fabric::Topology::load(file, {"chunk_bytes=" + std::to_string(sliceBytes)}, out, error);
@@ -93,7 +97,8 @@ Status hostFabric(int nranks, const std::vector<int>& groups, size_t sliceBytes,
   // shape is left out (no NUMA split, no oversubscription).
   HostShape shape = hostShape();
   if (hosts > 1) shape = HostShape{perHost, perHost, 1};
-  const std::string doc = hostFabricJson(perHost, hosts, sliceBytes, shape);
+  const std::string doc = hostFabricJson(perHost, hosts, sliceBytes, shape,
+                                         ofiInsideHosts && perHost > 1);
   return fabric::Topology::fromJsonText(doc, {}, out, error);
 }
 

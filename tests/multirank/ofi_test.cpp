@@ -1,7 +1,7 @@
 // Ranks as processes over the ofi transport (NLCCL_TRANSPORT forced to ofi) on loopback, with the
 // tcp (rxm) and shm providers: every collective and send/recv at 2 and 4 processes with checked
-// results, messages split at a lowered max message size, a rank killed mid-collective, and a
-// provider that does not exist.
+// results, messages split at a lowered max message size, a rank killed mid-collective, a
+// provider that does not exist, and the tuner's choice over ofi.
 #include <dirent.h>
 #include <gtest/gtest.h>
 #include <signal.h>
@@ -275,6 +275,37 @@ TEST(OfiProcessFailure, NlcclOfiProviderNonexistentIsInvalidUsage) {
   Env env;
   env.set("NLCCL_OFI_PROVIDER", "nonexistent");
   expectInitRefused(2, "'nonexistent' (NLCCL_OFI_PROVIDER)");
+}
+
+// The tuner knows its ranks talk over ofi (tuner::hostFabric's ofiInsideHosts): a 2 MiB
+// all-reduce takes a reduce-scatter + all-gather algorithm, not rd (which a host over shm takes:
+// there reduction on arrival is modelled free), and an 8-byte one stays on rd.
+TEST(OfiProcessTuner, LargeAllReduceAvoidsRecursiveDoubling) {
+  Env env;
+  env.set("NLCCL_OFI_PROVIDER", "tcp;ofi_rxm");
+  env.set("FI_TCP_IFACE", "lo");
+  nlcclConfig_t config = ofiConfig(20000);
+  auto status = forkRanks(
+      2,
+      [](int r, nlcclComm_t comm) {
+        auto algorithmOf = [&](size_t count, std::string* algo) {
+          std::vector<float> in(count, 1.0f + r), out(count, 0.0f);
+          if (nlcclAllReduce(in.data(), out.data(), count, nlcclFloat, nlcclSum, comm,
+                             nullptr) != nlcclSuccess || out[count - 1] != 3.0f)
+            return false;
+          nlcclCommStats_t st = {};
+          st.size = sizeof(st);
+          if (nlcclCommGetStats(comm, &st) != nlcclSuccess) return false;
+          *algo = st.lastAlgorithm;
+          return true;
+        };
+        std::string large, small;
+        if (!algorithmOf(512 << 10, &large) || !algorithmOf(2, &small)) return false;
+        if (r == 0) fprintf(stderr, "2 MiB: %s, 8 B: %s\n", large.c_str(), small.c_str());
+        return (large == "ring" || large == "rhd") && small == "rd";
+      },
+      60, &config);
+  for (int r = 0; r < 2; ++r) EXPECT_EQ(status[r], 0) << "rank " << r;
 }
 
 }  // namespace

@@ -130,6 +130,43 @@ TEST(SimFlow, HbmBindsReductions) {
               kAlpha + 2 * n / 500e9 * 2, 1e-12);
 }
 
+TEST(SimFlow, SharedEngineSerialisesSendsAndReductions) {
+  // One engine per chip (a host rank's thread): 100 GB/s of sends, a reduced byte costing
+  // 2 x 100 / 400 = 0.5 of a sent one. Two ranks that send to each other and reduce what
+  // arrives: each engine carries r + 0.5 r = 100 GB/s, so r = 66.7 GB/s. Separate engines
+  // (the default): the DMA binds at 100 GB/s and the HBM (200 GB/s of reduction) does not.
+  const std::vector<std::string> figures = {"chip.dma_engines=1", "chip.dma_engine_GBps=100",
+                                            "chip.hbm_GBps=400"};
+  std::vector<std::string> shared = figures;
+  shared.push_back("chip.shared_engine=true");
+  const auto t = load("flat:2", shared), apart = load("flat:2", figures);
+  ASSERT_TRUE(t.chip().sharesEngine());
+  EXPECT_FALSE(apart.chip().sharesEngine());
+  const size_t count = 1 << 20;
+  const double n = count * 4.0;
+  const plan::Plan exchange = simtest::transfers(2, {{0, 1}, {1, 0}}, count, true);
+  for (bool reduce : {true, false}) {  // the representative form and every rank simulated
+    sim::Options o;
+    o.reduce = reduce;
+    sim::Result r;
+    std::string err;
+    ASSERT_EQ(sim::simulate(t, exchange, o, &r, &err), Status::Success) << err;
+    EXPECT_NEAR(r.timeS, kAlpha + 1.5 * n / 100e9, 1e-12) << "reduced form " << reduce;
+  }
+  EXPECT_NEAR(run(apart, exchange).timeS, kAlpha + n / 100e9, 1e-12);
+  // Analytical mode times each transfer alone: no sharing.
+  EXPECT_NEAR(run(t, exchange, sim::Mode::Analytical).timeS, kAlpha + n / 100e9, 1e-12);
+  // One way, the engines are two chips': the sender's sends, the receiver's reduction.
+  EXPECT_NEAR(run(t, simtest::transfers(2, {{0, 1}}, count, true)).timeS, kAlpha + n / 100e9,
+              1e-12);
+  // The neuronlink transport's incremental model shares the same way.
+  fabric::FlowModel m(t);
+  const auto a = m.add(0, 1, n, 0.0, true);
+  const auto b = m.add(1, 0, n, 0.0, true);
+  EXPECT_NEAR(m.finishTime(a), kAlpha + 1.5 * n / 100e9, 1e-12);
+  EXPECT_NEAR(m.finishTime(b), kAlpha + 1.5 * n / 100e9, 1e-12);
+}
+
 // A switch uplink that the chips below it cannot fill is left out of the sharing (passive) but
 // its load is still reported; an oversubscribed one still binds.
 TEST(SimFlow, UplinksBindOnlyWhenOversubscribed) {

@@ -1,0 +1,82 @@
+// The host fabric the tuner builds for real runs (src/tuner/host_fabric.*): over ofi inside a
+// host (NLCCL_TRANSPORT=ofi) each rank's thread both sends and reduces, so the tuner must see
+// recursive doubling's extra reduction and take a reduce-scatter + all-gather algorithm for
+// large all-reduces, while small ones stay on the latency-optimal rd.
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "nlccl/tuner.hpp"
+#include "tuner/host_fabric.hpp"
+
+namespace nlccl {
+namespace {
+
+const tuner::HostShape kTwoCpus{2, 2, 1};  // this CI machine's shape
+
+fabric::Topology hostOverOfi(int ranks) {
+  fabric::Topology t;
+  std::string err;
+  const std::string doc = tuner::hostFabricJson(ranks, 1, 1 << 20, kTwoCpus, true);
+  EXPECT_EQ(fabric::Topology::fromJsonText(doc, {}, &t, &err), Status::Success) << err;
+  return t;
+}
+
+tuner::Choice allReduce(const fabric::Topology& t, int ranks, size_t bytes) {
+  tuner::Query q;
+  q.collective = Collective::AllReduce;
+  q.bytes = bytes;
+  q.nranks = ranks;
+  tuner::Choice c;
+  std::string err;
+  EXPECT_EQ(tuner::choose(t, q, {}, &c, &err), Status::Success) << err;
+  return c;
+}
+
+/// The best time the tuner saw for `algorithm` (any slice), or -1.
+double bestOf(const tuner::Choice& c, const std::string& algorithm) {
+  double best = -1;
+  for (const tuner::Estimate& e : c.considered)
+    if (e.candidate.algorithm == algorithm && e.candidate.levelAlgorithms.empty() &&
+        (best < 0 || e.timeS < best))
+      best = e.timeS;
+  return best;
+}
+
+TEST(TunerHostFabric, OfiInsideAHostSharesEachRanksEngine) {
+  const fabric::Topology t = hostOverOfi(2);
+  EXPECT_TRUE(t.chip().sharesEngine());
+  fabric::Topology shm;
+  std::string err;
+  ASSERT_EQ(fabric::Topology::fromJsonText(tuner::hostFabricJson(2, 1, 1 << 20, kTwoCpus), {},
+                                           &shm, &err),
+            Status::Success)
+      << err;
+  EXPECT_FALSE(shm.chip().sharesEngine());
+  // The host level's latency is the ofi figure (15 us by default), not shm's (2 us).
+  EXPECT_GT(t.levels()[0].latencyS, shm.levels()[0].latencyS);
+}
+
+TEST(TunerHostFabric, OfiTwoMibAllReduceTakesABandwidthOptimalAlgorithm) {
+  for (int ranks : {2, 4}) {
+    const fabric::Topology t = hostOverOfi(ranks);
+    const tuner::Choice c = allReduce(t, ranks, 2 << 20);
+    const std::string& a = c.best.algorithm;
+    EXPECT_TRUE(a == "ring" || a == "rhd") << ranks << " ranks chose " << c.best.label();
+    // rd reduces the whole vector lg p times on the same thread that sends it: slower here.
+    const double rd = bestOf(c, "rd"), ring = bestOf(c, "ring");
+    ASSERT_GT(rd, 0);
+    ASSERT_GT(ring, 0);
+    EXPECT_GT(rd, ring * 1.05) << ranks << " ranks";
+  }
+}
+
+TEST(TunerHostFabric, OfiSmallAllReduceStaysOnRecursiveDoubling) {
+  for (int ranks : {2, 4}) {
+    const fabric::Topology t = hostOverOfi(ranks);
+    EXPECT_EQ(allReduce(t, ranks, 8).best.algorithm, "rd") << ranks << " ranks";
+  }
+}
+
+}  // namespace
+}  // namespace nlccl
