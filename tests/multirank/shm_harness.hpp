@@ -197,8 +197,9 @@ inline std::vector<int> runForked(int n, const RankFn& fn, const ParentFn& paren
   }
   const std::set<std::string> used = sh->memfds.all();
   munmap(mem, sizeof(Shared));
-  if (opt.sharedMemory)
+  if (opt.sharedMemory) {
     EXPECT_FALSE(used.empty()) << "the ranks recorded no shared memory: nothing was checked";
+  }
   EXPECT_EQ(testing::memfdHolders(used), std::vector<std::string>{}) << "shared memory left behind";
   return codes;
 }

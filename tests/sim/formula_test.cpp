@@ -142,7 +142,9 @@ TEST_P(Formula, RegistryPlansMatchClosedForms) {
                    std::to_string(p) + " count=" + std::to_string(count));
       if (!std::isnan(want)) {
         EXPECT_NEAR(flow.timeS, want, want * 1e-6);
-        if (!cs.shares) EXPECT_NEAR(ana.timeS, want, want * 1e-6);
+        if (!cs.shares) {
+          EXPECT_NEAR(ana.timeS, want, want * 1e-6);
+        }
       } else if (count == size_t(p) * p * 16) {
         noForm += std::string(" ") + cs.algo + "/" + collectiveName(cs.coll);
       }

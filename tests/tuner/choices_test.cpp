@@ -52,9 +52,10 @@ TEST(TunerChoices, BoundNeverExceedsFlowTime) {
       Choice ch;
       ASSERT_EQ(choose(topo, q, {}, &ch, &err), Status::Success) << err;
       for (const Estimate& e : ch.considered)
-        if (e.flowS >= 0)
+        if (e.flowS >= 0) {
           EXPECT_LE(e.boundS, e.flowS * (1 + 1e-9))
               << collectiveName(c) << " " << bytes << " " << e.candidate.label();
+        }
     }
 }
 
