@@ -8,7 +8,10 @@ set -u
 mode=$1 perf=$2
 shift 2
 out=$(mktemp) err=$(mktemp) json=$(mktemp -u --suffix=.json)
-trap 'rm -f "$out" "$err" "$json"' EXIT
+# mpirun's session directory of its own: two launches at once (ctest -j) race to create
+# /tmp/ompi.<host>.<uid> and one fails with "File exists".
+session=$(mktemp -d)
+trap 'rm -rf "$out" "$err" "$json" "$session"' EXIT
 
 if [[ $mode == badflag ]]; then
   "$perf" allreduce -b 8 -q 3 >"$out" 2>"$err"
@@ -41,7 +44,8 @@ case $mode in
     [[ $(id -u) == 0 ]] && root=(--allow-run-as-root)
     # Loopback only: Open MPI's TCP pieces stay on lo. PERF_CHECK_MPI_BTL picks MPI's own
     # transports (self,tcp to compare with nlccl over ofi/tcp).
-    cmd=(mpirun "${root[@]}" --oversubscribe --mca btl "${PERF_CHECK_MPI_BTL:-self,vader}"
+    cmd=(mpirun "${root[@]}" --oversubscribe --mca orte_tmpdir_base "$session"
+         --mca btl "${PERF_CHECK_MPI_BTL:-self,vader}"
          --mca btl_tcp_if_include lo --mca oob_tcp_if_include lo
          -np "$nranks" "$perf" "$coll" --json "$json" "$@") ;;
   *) echo "unknown mode $mode"; exit 1 ;;
