@@ -208,13 +208,12 @@ bool FlowNetwork::fill(double now) {
   std::make_heap(hv.begin(), hv.end(), std::greater<>());
   // The flows' own caps, rising, beside the heap: the flows of one port usually share a cap,
   // so the order is usually there already.
-  std::vector<LevelKey>& caps = capOrder_;
+  std::vector<CapKey>& caps = capOrder_;
   caps.clear();
   for (int f : comp_)
     if (flows_[f].capBps < kInf) caps.push_back({flows_[f].capBps, f});
-  auto byLevel = [](const LevelKey& a, const LevelKey& b) { return a.level < b.level; };
-  if (!std::is_sorted(caps.begin(), caps.end(), byLevel))
-    std::sort(caps.begin(), caps.end(), byLevel);
+  auto byCap = [](const CapKey& a, const CapKey& b) { return a.cap < b.cap; };
+  if (!std::is_sorted(caps.begin(), caps.end(), byCap)) std::sort(caps.begin(), caps.end(), byCap);
   size_t nextCap = 0, unfixed = comp_.size();
   auto fix = [&](int f, double lvl) {
     fixed_[f] = 1;
@@ -226,10 +225,10 @@ bool FlowNetwork::fill(double now) {
     }
   };
   while (unfixed > 0) {
-    while (nextCap < caps.size() && fixed_[caps[nextCap].res]) ++nextCap;
+    while (nextCap < caps.size() && fixed_[caps[nextCap].flow]) ++nextCap;
     // A flow's cap at or below every resource's level (the keys are lower bounds) binds first.
-    if (nextCap < caps.size() && (hv.empty() || caps[nextCap].level <= hv.front().level)) {
-      fix(caps[nextCap].res, caps[nextCap].level);
+    if (nextCap < caps.size() && (hv.empty() || caps[nextCap].cap <= hv.front().level)) {
+      fix(caps[nextCap].flow, caps[nextCap].cap);
       ++nextCap;
       continue;
     }

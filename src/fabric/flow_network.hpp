@@ -154,7 +154,11 @@ class FlowNetwork {
     bool operator>(const LevelKey& o) const { return level > o.level; }
   };
   std::vector<LevelKey> levelHeap_;
-  std::vector<LevelKey> capOrder_;  // (cap, flow) of the component's capped flows, rising
+  struct CapKey {
+    double cap;
+    int flow;
+  };
+  std::vector<CapKey> capOrder_;  // the component's capped flows, by rising cap
   std::vector<int> stack_;
 };
 
