@@ -25,10 +25,7 @@ enum class Where { All, RootOnly };
 nlcclResult_t run(nlcclComm_t comm, core::CollArgs a, nlcclStream_t stream, const char* func,
                   size_t factor, bool needsOp, bool needsRoot, Where send, Where recv) {
   core::Communicator* c = comm ? api::toComm(comm) : nullptr;
-  // Only a call without a stream may block on its peers (and be unblocked by an abort from
-  // another thread); a queued call's work holds the communicator itself (addPending), so the
-  // call needs no hold of its own (two atomic read-modify-writes fewer on the per-call path).
-  auto body = [&] {
+  return api::guardBlocking(c, [&] {
     const int dt = static_cast<int>(a.dtype);
     API_CHECK(checkCommon(comm, a.count, factor, dt, func));
     API_CHECK(api::checkActive(comm, func));
@@ -41,8 +38,7 @@ nlcclResult_t run(nlcclComm_t comm, core::CollArgs a, nlcclStream_t stream, cons
     if (recv == Where::All || root) API_CHECK(api::checkBuffer(a.recv, a.count, "recvbuff", func));
     if (custom) API_CHECK(core::applyCustomOp(c, &a));
     return core::collective(c, a, api::toStream(stream));
-  };
-  return stream ? api::guard(c, body) : api::guardBlocking(c, body);
+  });
 }
 
 size_t ranksOf(nlcclComm_t comm) {

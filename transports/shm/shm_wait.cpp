@@ -31,7 +31,10 @@ void ShmTransport::release() {
 }
 
 void ShmTransport::wakeLL(Peer& p) {
-  if (held_) {
+  // A peer already asleep is rung now (a plain look at `sleepers`, no fence): it waits for this
+  // record, and putting its wake-up off to our first yield cost microseconds whenever a rank
+  // slept. Only the race with a peer going to sleep this moment needs the fenced look.
+  if (held_ && p.seg.header()->sleepers.load(std::memory_order_relaxed) == 0) {
     p.wakeDue = deferred_ = true;
     return;
   }
