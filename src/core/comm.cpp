@@ -220,29 +220,28 @@ void Communicator::setAsyncError(Status s) {
   asyncError_.compare_exchange_strong(expected, static_cast<int>(s));
 }
 
-void Communicator::addPending() { pending_.fetch_add(1); }
+void Communicator::addPending() { pendingWork_.fetch_add(1); }
 
 void Communicator::removePending() {
   // All seq_cst. With waitIdle (Dekker): either it sees the count reach 0, or this sees it
-  // waiting and wakes it. The removal count (the high half, raised by the same instruction that
-  // takes the work off) covers the whole call, so a waiter that saw 0 (and may then free the
-  // communicator) first lets this call leave.
-  const uint64_t before = pending_.fetch_add(kRemoving - 1);
-  if ((before & kWorkMask) == 1 && idleWaiters_.load() > 0) {
+  // waiting and wakes it. `removing_` covers the whole call, so a waiter that saw 0 (and may
+  // then free the communicator) first lets this call leave.
+  removing_.fetch_add(1);
+  if (pendingWork_.fetch_sub(1) == 1 && idleWaiters_.load() > 0) {
     std::lock_guard<std::mutex> lock(idleMu_);
     idleCv_.notify_all();
   }
-  pending_.fetch_sub(kRemoving);  // the last touch of *this
+  removing_.fetch_sub(1);  // the last touch of *this
 }
 
 void Communicator::waitIdle() {
   idleWaiters_.fetch_add(1);
   {
     std::unique_lock<std::mutex> lock(idleMu_);
-    idleCv_.wait(lock, [this] { return (pending_.load() & kWorkMask) == 0; });
+    idleCv_.wait(lock, [this] { return pendingWork_.load() == 0; });
   }
   idleWaiters_.fetch_sub(1);
-  while ((pending_.load() >> 32) != 0) sched_yield();  // a few instructions at most
+  while (removing_.load() != 0) sched_yield();  // a few instructions at most
 }
 
 void Communicator::abort() {

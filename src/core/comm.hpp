@@ -191,13 +191,9 @@ class Communicator {
   std::mutex p2pMu_;
   std::vector<uint64_t> sendCount_, recvCount_;
 
-  /// Low half: work (queued or running) that uses this communicator; high half: removePending
-  /// calls in progress (waitIdle lets them finish). One word, so a removal is two atomic
-  /// read-modify-writes, not three.
-  std::atomic<uint64_t> pending_{0};
-  static constexpr uint64_t kRemoving = uint64_t{1} << 32;
-  static constexpr uint64_t kWorkMask = kRemoving - 1;
+  std::atomic<int> pendingWork_{0};
   std::atomic<int> idleWaiters_{0};
+  std::atomic<int> removing_{0};  ///< removePending calls in progress (waitIdle lets them finish)
   std::mutex idleMu_;  ///< only for waiters (waitIdle) and their wake-up
   std::condition_variable idleCv_;
 

@@ -149,11 +149,6 @@ class CompiledPlan {
   int loops(size_t sliceBytes, size_t elemSize, int maxLoops) const;
   /// Slice `k` of `loops` of a region of `count` elements: [*first, *first + *size).
   static void slice(size_t count, size_t k, size_t loops, size_t* first, size_t* size) {
-    if (loops == 1) {  // small messages: no divisions on the per-call path
-      *first = 0;
-      *size = count;
-      return;
-    }
     *first = count * k / loops;
     *size = count * (k + 1) / loops - *first;
   }
