@@ -76,15 +76,6 @@ class Transport {
   /// lets it progress has happened (the neuronlink transport's shared clock moved).
   virtual void wake(int rank) = 0;
 
-  /// The calling thread is about to drive this transport alone for a while (posts, progress,
-  /// waits: one engine run) and calls release() when it is done. A transport may then take its
-  /// lock once for the whole run instead of once per call, and put off work that only matters
-  /// to peers that sleep; it gives the lock up while waitActivity waits, so other threads
-  /// (abort, another run) get in at the latest then. Not nested: a thread holds at most one
-  /// transport at a time, and calls only that one's methods until it releases it.
-  virtual void hold() {}
-  virtual void release() {}
-
   /// The transport that carries messages to `peer` ("shm", "ofi", ...): name() but for a
   /// transport that routes peers to others.
   virtual const char* peerTransport(int peer) const { return name(); }

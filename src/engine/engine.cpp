@@ -464,12 +464,6 @@ Status Runner::run(CollJob& job, std::chrono::milliseconds timeout) {
   job.vstart = m ? job.vcall + m->launchOverhead() : 0;
   CollRunner& r = *impl_;
   r.reset(job);
-  // One job on one transport, driven by this thread alone: the transport may lock once.
-  struct Held {
-    transport::Transport* t;
-    explicit Held(transport::Transport* tp) : t(tp) { t->hold(); }
-    ~Held() { t->release(); }
-  } held(tp);
   auto fail = [&](Status s) {
     tp->abort(s);  // operations still posted point into the runner
     return s;

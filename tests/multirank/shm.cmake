@@ -9,10 +9,6 @@ if(TARGET nlccl_transport_shm)
              SOURCES ${CMAKE_CURRENT_LIST_DIR}/shm_ll_test.cpp
              DEPS nlccl_test_cases nlccl_transport_shm nlccl_kernels LABELS multiprocess
              TIMEOUT 240)
-  # Held runs: one lock per run, abort and other threads still get in, put-off checks.
-  nlccl_test(multirank_shm_hold_test
-             SOURCES ${CMAKE_CURRENT_LIST_DIR}/shm_hold_test.cpp
-             DEPS nlccl_transport_shm nlccl_kernels LABELS multirank TIMEOUT 180)
   # nlcclMemAlloc and the single-copy path (through the transport and through the C API).
   nlccl_test(multirank_memalloc_test
              SOURCES ${CMAKE_CURRENT_LIST_DIR}/memalloc_test.cpp

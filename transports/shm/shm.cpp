@@ -1,5 +1,6 @@
 #include "transports/shm/shm.hpp"
 
+#include <sched.h>
 #include <sys/mman.h>
 
 #include <algorithm>
@@ -7,12 +8,15 @@
 #include <cstring>
 
 #include "kernels/reduce.hpp"
+#include "util/futex.hpp"
 #include "util/log.hpp"
 #include "util/process.hpp"
 
 namespace nlccl::transport {
 
 namespace {
+
+constexpr auto kCheckInterval = std::chrono::milliseconds(50);
 
 void complete(Request* req, Status s) {
   req->status = s;
@@ -40,7 +44,7 @@ void ShmTransport::deliver(const RecvOp& r, size_t offset, const char* src, size
 }
 
 Status ShmTransport::postSend(int peer, uint64_t tag, const void* buf, size_t bytes, Request* req) {
-  Lock lock(*this);
+  std::lock_guard<std::mutex> lock(mu_);
   if (failed_ != Status::Success) {
     complete(req, failed_);
     return failed_;
@@ -61,7 +65,7 @@ Status ShmTransport::postSend(int peer, uint64_t tag, const void* buf, size_t by
   }
   Peer& p = peers_[static_cast<size_t>(peer)];
   if (p.sends.empty() && p.gone == Gone::No && !op.direct && bytes <= llMax(p) && pumpLL(p, op)) {
-    wakeLL(p);  // the small-message fast path: straight into the peer's lines
+    p.seg.wakeIfSleeping();  // the small-message fast path: straight into the peer's lines
     complete(req, Status::Success);
     return Status::Success;
   }
@@ -74,7 +78,7 @@ Status ShmTransport::postSend(int peer, uint64_t tag, const void* buf, size_t by
 
 Status ShmTransport::postRecv(int peer, uint64_t tag, void* buf, size_t bytes,
                               const Reducer* reducer, Request* req) {
-  Lock lock(*this);
+  std::lock_guard<std::mutex> lock(mu_);
   if (failed_ != Status::Success) {
     complete(req, failed_);
     return failed_;
@@ -153,13 +157,12 @@ Status ShmTransport::pump(int dst) {
   if (p.sends.empty()) return Status::Success;
   // LL records ring the receiver only if it sleeps: once, when this pump stops.
   struct WakeOnce {
-    ShmTransport& t;
-    Peer& p;
+    const shm::Segment& seg;
     bool wrote = false;
     ~WakeOnce() {
-      if (wrote) t.wakeLL(p);
+      if (wrote) seg.wakeIfSleeping();
     }
-  } ll{*this, p};
+  } ll{p.seg};
   const uint64_t llLimit = llMax(p);
   const shm::Segment& seg = p.seg;
   shm::RingControl* rc = seg.ring(rank_);
@@ -390,19 +393,15 @@ Status ShmTransport::checkGone(int p) {
 }
 
 Status ShmTransport::progress() {
-  Lock lock(*this);
+  std::lock_guard<std::mutex> lock(mu_);
   if (failed_ != Status::Success) return failed_;
   Status s = Status::Success;
   // The clock is read every 64th call, or on the first after a wait that blocked (a busy rank
   // calls this more than once per microsecond; each read costs ~25 ns).
-  // (A load and a store, not an exchange: a locked instruction would wait for our last LL store
-  // to reach the peer; a wait's flag lost in between only delays the check.)
-  const bool soon = checkSoon_.load(std::memory_order_relaxed);
-  if (soon) checkSoon_.store(false, std::memory_order_relaxed);
-  if (soon || (++progressCalls_ & 63) == 0) {
+  if (checkSoon_.exchange(false, std::memory_order_relaxed) || (++progressCalls_ & 63) == 0) {
     const auto now = std::chrono::steady_clock::now();
     if (now >= nextCheck_) {
-      nextCheck_ = now + shm::kCheckInterval;
+      nextCheck_ = now + kCheckInterval;
       s = checkPeers();
     }
   }
@@ -418,6 +417,39 @@ Status ShmTransport::progress() {
   }
   if (s != Status::Success) failAll(s);
   return s;
+}
+
+// The doorbell's count plus one per peer whose LL FIFO holds a record drain has not looked at:
+// LL records ring nothing, so a record arriving changes the epoch this way. Only drain (in
+// progress) takes that term down again, so during a wait the epoch only grows.
+uint32_t ShmTransport::activityEpoch() {
+  return own_.header()->epoch.load(std::memory_order_acquire) + llNews();
+}
+
+void ShmTransport::waitActivity(uint32_t seen, std::chrono::nanoseconds timeout) {
+  shm::SegmentHeader* h = own_.header();
+  std::chrono::steady_clock::time_point spinEnd{};  // read at the first yield: most waits end sooner
+  for (uint32_t i = 1;; ++i) {  // spin, yielding every yieldEvery_ checks (util/futex.hpp)
+    if (activityEpoch() != seen) return;
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#endif
+    if ((i & (yieldEvery_ - 1)) == 0) {
+      const auto now = std::chrono::steady_clock::now();
+      if (i == yieldEvery_)
+        spinEnd = now + std::min<std::chrono::nanoseconds>(timeout, kSpinBeforeBlock);
+      else if (now >= spinEnd)
+        break;
+      sched_yield();
+    }
+  }
+  checkSoon_.store(true, std::memory_order_relaxed);  // the next progress() checks the peers
+  // Bounded so that the caller's progress() keeps checking the peers' liveness.
+  timeout = std::min<std::chrono::nanoseconds>(timeout, kCheckInterval);
+  h->sleepers.fetch_add(1);  // seq_cst: pairs with ringDoorbell and wakeIfSleeping
+  const uint32_t e = h->epoch.load();
+  if (e + llNews() == seen) futexWait(&h->epoch, e, timeout, true);
+  h->sleepers.fetch_sub(1);
 }
 
 void ShmTransport::failAll(Status why) {
@@ -442,7 +474,7 @@ void ShmTransport::failAll(Status why) {
 
 void ShmTransport::abort(Status why) {
   if (why == Status::Success) why = Status::InternalError;
-  Lock lock(*this);  // the holder aborts its own run (the engine's failure path)
+  std::lock_guard<std::mutex> lock(mu_);
   failAll(why);
   if (!own_.valid()) return;
   // Tell the peers, so they fail at once instead of waiting for their timeout.

@@ -36,14 +36,7 @@
 // before it sends what the receiver waits for, which eager sends never made it do.
 //
 // Waiting: waitActivity spins briefly, yields, then sleeps on the segment's futex word; peers ring
-// it when they write a slot for us or free a slot we wrote.
-//
-// Held runs (hold/release, shm_hold.cpp): a thread that drives the transport alone for one
-// engine run takes the lock once. That matters beyond the lock's own cost: a store into a peer's
-// LL line leaves the core only once the peer's core hands the line over, and any locked
-// instruction after it (a mutex unlock, a fence) waits for that. So a held run also puts off the
-// fences of the two LL Dekker checks (does the peer sleep? does a sender wait for space?) to the
-// moment it starts to yield or releases, where one fence covers them all. Failure: progress() checks the peers'
+// it when they write a slot for us or free a slot we wrote. Failure: progress() checks the peers'
 // processes every ~50 ms (kill(pid, 0), zombie state and start time in /proc) and the health
 // callback. A peer that died or aborted is an error (RemoteError on every pending operation) as
 // soon as anything still needs it; one that exited after its last send is not (its data is here).
@@ -64,7 +57,6 @@
 #include <memory>
 #include <mutex>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include <unordered_map>
@@ -85,9 +77,6 @@ struct SingleCopyCounters {
   std::atomic<uint64_t> unexpected{0};  ///< descriptors copied out to the unexpected queue
 };
 SingleCopyCounters& singleCopyCounters();
-
-/// How often progress() checks the peers' processes, and the longest a wait sleeps.
-constexpr auto kCheckInterval = std::chrono::milliseconds(50);
 
 }  // namespace shm
 
@@ -121,8 +110,6 @@ class ShmTransport final : public Transport {
   void waitActivity(uint32_t seen, std::chrono::nanoseconds timeout) override;
   void abort(Status why) override;
   void wake(int rank) override;
-  void hold() override;
-  void release() override;
 
   /// Payload bytes per slot and slots per FIFO of this rank's incoming FIFOs.
   uint64_t slotBytes() const { return own_.slotBytes(); }
@@ -187,9 +174,6 @@ class ShmTransport final : public Transport {
     uint64_t llHead = 0;      // lines we have written into the peer's LL FIFO
     uint64_t llTailSeen = 0;  // its llTail as last read
     uint64_t llTail = 0;      // lines of our LL FIFO from the peer we have consumed
-    // Dekker checks a held run has put off (flushDeferred).
-    bool wakeDue = false;   // we wrote LL records for the peer: ring it if it sleeps
-    bool freedDue = false;  // we freed LL lines of its FIFO: ring it if it waits for space
     // Single copy, sending side.
     RingQueue<InFlight> inflight;
     uint64_t directPosted = 0;
@@ -203,34 +187,6 @@ class ShmTransport final : public Transport {
 
   ShmTransport(int rank, int nranks, std::chrono::milliseconds timeout,
                std::function<Status()> health);
-  /// Takes mu_ for a call, unless the calling thread holds the transport (hold()).
-  class Lock {
-   public:
-    explicit Lock(ShmTransport& t) : t_(t), take_(!t.heldHere()) {
-      if (take_) t_.mu_.lock();
-    }
-    ~Lock() {
-      if (take_) t_.mu_.unlock();
-    }
-    Lock(const Lock&) = delete;
-    Lock& operator=(const Lock&) = delete;
-
-   private:
-    ShmTransport& t_;
-    bool take_;
-  };
-  /// Whether the calling thread holds the transport. Only the holder ever sees its own id.
-  bool heldHere() const {
-    return holder_.load(std::memory_order_relaxed) == std::this_thread::get_id();
-  }
-  /// After writing LL records for `p` (under mu_): ring it if it sleeps, now or, in a held run,
-  /// at the next flushDeferred.
-  void wakeLL(Peer& p);
-  /// After freeing LL lines of `src`'s FIFO (under mu_): ring it if it waits for space,
-  /// likewise.
-  void freedLL(int src);
-  /// Runs the Dekker checks a held run put off, behind one fence (under mu_).
-  void flushDeferred();
   Status setup(const AllGatherFn& allGather);
   Status drain(int src);  // consumes arrived fragments from `src`
   Status pump(int dst);   // writes queued fragments for `dst`
@@ -292,9 +248,6 @@ class ShmTransport final : public Transport {
   RingQueue<SendOp> selfSends_;  // messages to ourselves match locally
   RingQueue<RecvOp> selfRecvs_;
   std::mutex mu_;
-  std::atomic<std::thread::id> holder_{};  ///< the thread holding mu_ for a run (hold())
-  bool held_ = false;      ///< under mu_: the section that holds it is a held run
-  bool deferred_ = false;  ///< under mu_: some peer has a Dekker check put off
   Status failed_ = Status::Success;
   std::chrono::steady_clock::time_point nextCheck_;
   uint32_t progressCalls_ = 0;             ///< under mu_

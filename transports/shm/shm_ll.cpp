@@ -125,7 +125,14 @@ Status ShmTransport::drainLL(int src, bool* moved) {
     *moved = freed = true;
   }
   llLook_[static_cast<size_t>(src)].store(look, std::memory_order_relaxed);
-  if (freed) freedLL(src);
+  if (freed) {
+    // Pairs with the sender's llSenderWaits store before its second look at llTail (Dekker).
+    std::atomic_thread_fence(std::memory_order_seq_cst);
+    if (rc->llSenderWaits.load(std::memory_order_relaxed) != 0) {
+      rc->llSenderWaits.store(0, std::memory_order_relaxed);
+      p.seg.ringDoorbell();
+    }
+  }
   return Status::Success;
 }
 
