@@ -451,6 +451,8 @@ Status collective(Communicator* comm, const CollArgs& a, Stream* stream) {
            dataTypeName(a.dtype), redOpName(a.op), a.root, inPlace ? "in place" : "out of place",
            p->algorithm, stream ? ", on a stream" : "");
       const uint64_t seq = comm->nextCollSeq();
+      // Without a stream the call runs here, inside the API's hold of the communicator.
+      if (stream == nullptr) return runPrepared(comm, p, a.send, a.recv, seq);
       comm->addPending();
       StreamItem item;
       item.run = runQueuedPrepared;
@@ -459,12 +461,8 @@ Status collective(Communicator* comm, const CollArgs& a, Stream* stream) {
       item.ptr[2] = const_cast<void*>(a.send);
       item.ptr[3] = a.recv;
       item.value = seq;
-      if (stream != nullptr) {
-        stream->enqueue(std::move(item));
-        return Status::Success;
-      }
-      Lives none;
-      return runQueuedPrepared(item, &none);
+      stream->enqueue(std::move(item));
+      return Status::Success;
     }
   }
 

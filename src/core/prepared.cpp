@@ -26,10 +26,14 @@ PreparedTable::~PreparedTable() {
 }
 
 Prepared* PreparedTable::find(const PreparedKey& key) const {
+  if (Prepared* e = last_.load(std::memory_order_acquire); e != nullptr && e->key == key) return e;
   for (size_t i = key.hash() & (kSlots - 1);; i = (i + 1) & (kSlots - 1)) {
     Prepared* e = slots_[i].load(std::memory_order_acquire);
     if (e == nullptr) return nullptr;  // at most half full: an empty slot always ends a probe
-    if (e->key == key) return e;
+    if (e->key == key) {
+      last_.store(e, std::memory_order_release);
+      return e;
+    }
   }
 }
 

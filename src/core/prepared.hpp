@@ -80,6 +80,9 @@ class PreparedTable {
 
  private:
   std::unique_ptr<std::atomic<Prepared*>[]> slots_;
+  /// The entry the last find returned (a program mostly repeats one call): tried before the
+  /// hash. Entries live as long as the table, so a stale pointer is still a valid entry.
+  mutable std::atomic<Prepared*> last_{nullptr};
   std::mutex mu_;  ///< inserts
   size_t used_ = 0;
 };

@@ -468,10 +468,18 @@ Status Runner::run(CollJob& job, std::chrono::milliseconds timeout) {
     tp->abort(s);  // operations still posted point into the runner
     return s;
   };
-  // The deadline is set when a pass makes no progress (timeout after the last pass that did):
-  // a small collective completes without reading the clock at all.
+  // The deadline is set when a pass makes no progress (timeout after the last pass that did),
+  // but the first wait after progress is a short one that needs no clock (the peer's data mostly
+  // comes within it; a read costs ~25 ns in a guest): a small collective completes without
+  // reading the clock at all, and the timeout runs at most kFirstWait late.
+  constexpr auto kFirstWait = std::chrono::milliseconds(1);
+  auto wait = [&](uint32_t epoch, std::chrono::nanoseconds limit) {
+    const double waitStart = trace::enabled() ? trace::nowUs() : 0;
+    tp->waitActivity(epoch, limit);
+    if (trace::enabled()) trace_events::wait(tp->rank(), waitStart);
+  };
   Clock::time_point deadline{};
-  bool haveDeadline = false;
+  bool haveDeadline = false, waited = false;
   while (true) {
     const uint32_t epoch = tp->activityEpoch();
     bool progressed = false;
@@ -482,7 +490,12 @@ Status Runner::run(CollJob& job, std::chrono::milliseconds timeout) {
     }
     if (r.done()) break;
     if (progressed) {
-      haveDeadline = false;
+      haveDeadline = waited = false;
+      continue;
+    }
+    if (!waited) {
+      waited = true;
+      wait(epoch, std::min<std::chrono::nanoseconds>(timeout, kFirstWait));
       continue;
     }
     const auto now = Clock::now();
@@ -495,10 +508,7 @@ Status Runner::run(CollJob& job, std::chrono::milliseconds timeout) {
            static_cast<long long>(timeout.count()), r.waitingOn());
       return fail(Status::Timeout);
     }
-    const double waitStart = trace::enabled() ? trace::nowUs() : 0;
-    tp->waitActivity(epoch, std::min<std::chrono::nanoseconds>(deadline - now,
-                                                                std::chrono::milliseconds(100)));
-    if (trace::enabled()) trace_events::wait(tp->rank(), waitStart);
+    wait(epoch, std::min<std::chrono::nanoseconds>(deadline - now, std::chrono::milliseconds(100)));
   }
   if (transport::TimeModel* model = tp->timeModel())
     model->setClock(std::max(model->clock(), job.vend));
