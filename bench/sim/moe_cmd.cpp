@@ -17,6 +17,7 @@
 #include <map>
 #include <nlohmann/json.hpp>
 #include <sstream>
+#include <thread>
 
 #include "moe_cmd.hpp"
 #include "nlccl/moe.hpp"
@@ -151,6 +152,8 @@ int moeMain(int argc, char** argv, const char* argv0) {
   double launchUs = -1;
   double precision = 0;
   size_t budget = 2'000'000;
+  // The two phases are independent simulations: one thread each when there are two CPUs.
+  int jobs = std::thread::hardware_concurrency() >= 2 ? 2 : 1;
   moe::RoutingSpec spec;
   std::vector<std::string> sets;
   bool verbose = false;
@@ -183,6 +186,9 @@ int moeMain(int argc, char** argv, const char* argv0) {
   app.add_option("--precision", precision,
                  "flow: relative precision of finish times (0: exact; 1e-2: fewer re-solves)")
       ->check(CLI::Range(0.0, 0.5))
+      ->capture_default_str();
+  app.add_option("-j,--jobs", jobs, "threads: 2 simulates dispatch and combine at once")
+      ->check(CLI::Range(1, 2))
       ->capture_default_str();
   app.add_option("--set", sets, "override a topology figure: dotted.key=value (repeatable)");
   app.add_option("--launch-overhead-us", launchUs, "per-collective launch overhead");
@@ -256,15 +262,28 @@ int moeMain(int argc, char** argv, const char* argv0) {
     return 2;
   }
   moe::PhaseResult phases[2];
-  for (int c = 0; c < 2; ++c) {
+  Status phaseStatus[2];
+  std::string phaseErr[2];
+  auto simulate = [&](int c) {
     moe::StudyOptions o = so;
     o.algorithm = phaseAlgo[c];
     o.sim.trace = c == 0 && !tracePath.empty();
-    if (moe::simulatePhase(topo, rt, c == 1, o, &phases[c], &err) != Status::Success) {
-      std::fprintf(stderr, "nlccl-sim moe: %s: %s\n", c ? "combine" : "dispatch", err.c_str());
+    phaseStatus[c] = moe::simulatePhase(topo, rt, c == 1, o, &phases[c], &phaseErr[c]);
+  };
+  if (jobs >= 2) {  // combine beside dispatch (they share only read-only inputs)
+    std::thread combine(simulate, 1);
+    simulate(0);
+    combine.join();
+  } else {
+    simulate(0);
+    simulate(1);
+  }
+  for (int c = 0; c < 2; ++c)
+    if (phaseStatus[c] != Status::Success) {
+      std::fprintf(stderr, "nlccl-sim moe: %s: %s\n", c ? "combine" : "dispatch",
+                   phaseErr[c].c_str());
       return 1;
     }
-  }
   std::printf("# nlccl-sim moe: topology %s (%d chips, %d ranks), mode %s\n", topo.name().c_str(),
               topo.numChips(), spec.ranks, sim::modeName(so.sim.mode));
   std::printf("# %lld tokens/rank x hidden %lld x %s = %lld B/token; top-%d of %d experts, "

@@ -22,6 +22,21 @@ assert d["dropped_tokens"] > 0, d["dropped_tokens"]
 PY
 "$sim" moe -t flat:8 --tokens 64 --hidden 64 --algo direct,hier --json "$d/ab.json" >/dev/null
 python3 -c 'import json,sys; a=json.load(open(sys.argv[1]))["algorithm"]; assert a == {"dispatch": "direct", "combine": "hier"}, a' "$d/ab.json"
+# Dispatch and combine on two threads (-j 2, the default on two CPUs) print what one thread does.
+for j in 1 2; do
+  "$sim" moe -t flat:16 --tokens 256 --hidden 512 --topk 4 --dist zipf:1 -j $j --json "$d/j$j.json" \
+    >"$d/j$j.txt"
+done
+cmp "$d/j1.txt" "$d/j2.txt"
+python3 - "$d/j1.json" "$d/j2.json" <<'PY'
+import json, sys
+a, b = (json.load(open(f)) for f in sys.argv[1:])
+for d in (a, b):
+    d.pop("wall_s")  # the one field that differs
+assert a == b, "-j 1 and -j 2 differ"
+PY
+if "$sim" moe --tokens 4 --hidden 4 -j 3 >/dev/null 2>"$d/err"; then exit 1; fi
+grep -q -- "--jobs" "$d/err"
 if "$sim" moe --tokens 4 --hidden 4 --dist zipf:x >/dev/null 2>"$d/err"; then exit 1; fi
 grep -q "zipf" "$d/err"
 if "$sim" moe --tokens 4 --hidden 4 --algo ring >/dev/null 2>"$d/err"; then exit 1; fi
