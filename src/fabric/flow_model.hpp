@@ -11,6 +11,10 @@
 
 namespace nlccl::fabric {
 
+/// The latest finish time FlowModel::advanceTo(t) takes as at t: finish times carry rounding
+/// error, so one a hair past t counts as at it (and is reported with its own time, up to this).
+inline double settledBy(double t) { return t + (t < 0 ? -t : t) * 1e-12; }
+
 /// Incremental max-min flow sharing on a topology, for a transport that delays real messages.
 /// Feed transfers as they happen ("N bytes from chip a to chip b starting at virtual time t");
 /// the model answers when each arrives given every transfer added so far. Transfers must be
@@ -21,10 +25,6 @@ namespace nlccl::fabric {
 /// nothing more will be added before that answer), while advanceTo() + arrived() let a caller
 /// that knows "no transfer will start before t" (a conservative clock, as the neuronlink
 /// transport keeps) settle exactly the transfers that have finished by t.
-/// The latest finish time advanceTo(t) takes as at t: finish times carry rounding error, so one
-/// a hair past t counts as at it (and is reported with its own time, up to this).
-inline double settledBy(double t) { return t + (t < 0 ? -t : t) * 1e-12; }
-
 class FlowModel {
  public:
   struct Options {
