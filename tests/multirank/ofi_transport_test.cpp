@@ -47,6 +47,31 @@ std::unique_ptr<OfiTransport> makeOfi(Shared* sh, int rank, int nranks,
   return t;
 }
 
+/// Buffers and requests for messages of `sizes`; the sender's (`fill`) byte k of message i is
+/// pattern(i, k), which holds() checks on the receiver.
+struct Messages {
+  using Pattern = char (*)(size_t i, size_t k);
+  Messages(const std::vector<size_t>& sizes, bool fill, Pattern pattern)
+      : bufs(sizes.size()), reqs(sizes.size()), pattern(pattern) {
+    for (size_t i = 0; i < sizes.size(); ++i) {
+      bufs[i].assign(sizes[i], 0);
+      if (fill)
+        for (size_t k = 0; k < sizes[i]; ++k) bufs[i][k] = pattern(i, k);
+      ptrs.push_back(&reqs[i]);
+    }
+  }
+  bool holds() const {
+    for (size_t i = 0; i < bufs.size(); ++i)
+      for (size_t k = 0; k < bufs[i].size(); ++k)
+        if (bufs[i][k] != pattern(i, k)) return false;
+    return true;
+  }
+  std::vector<std::vector<char>> bufs;
+  std::vector<Request> reqs;
+  std::vector<Request*> ptrs;
+  Pattern pattern;
+};
+
 /// Runs progress (without requiring anything to finish) for `d`.
 void spin(Transport& t, milliseconds d) {
   auto end = Clock::now() + d;
@@ -180,15 +205,11 @@ TEST_P(OfiTransportTest, SameTagMatchesInPostingOrder) {
     auto t = makeOfi(sh, rank, 2);
     CHILD_CHECK(t);
     const std::vector<size_t> sizes = {200000, 100, 0, 300001, 50, 0, 70000, 1};
-    std::vector<std::vector<char>> bufs(sizes.size());
-    std::vector<Request> reqs(sizes.size());
-    std::vector<Request*> ptrs;
-    for (size_t i = 0; i < sizes.size(); ++i) {
-      bufs[i].assign(sizes[i], 0);
-      if (rank == 0)
-        for (size_t k = 0; k < sizes[i]; ++k) bufs[i][k] = static_cast<char>(i * 31 + k * 7);
-      ptrs.push_back(&reqs[i]);
-    }
+    Messages m(sizes, rank == 0,
+               [](size_t i, size_t k) { return static_cast<char>(i * 31 + k * 7); });
+    auto& bufs = m.bufs;
+    auto& reqs = m.reqs;
+    auto& ptrs = m.ptrs;
     if (rank == 0) {
       for (size_t i = 0; i < sizes.size(); ++i)
         CHILD_CHECK(t->postSend(1, 5, sizes[i] ? bufs[i].data() : nullptr, sizes[i], &reqs[i]) ==
@@ -201,9 +222,7 @@ TEST_P(OfiTransportTest, SameTagMatchesInPostingOrder) {
       CHILD_CHECK(t->postRecv(0, 5, sizes[i] ? bufs[i].data() : nullptr, sizes[i], nullptr,
                               &reqs[i]) == Status::Success);
     CHILD_CHECK(drive(*t, ptrs, milliseconds(10000)) == Status::Success);
-    for (size_t i = 0; i < sizes.size(); ++i)
-      for (size_t k = 0; k < sizes[i]; ++k)
-        CHILD_CHECK(bufs[i][k] == static_cast<char>(i * 31 + k * 7));
+    CHILD_CHECK(m.holds());
     return 0;
   });
   EXPECT_EQ(codes, (std::vector<int>{0, 0}));
@@ -350,15 +369,11 @@ TEST_P(OfiTransportTest, WaitModesDeliverLateMessages) {
       CHILD_CHECK(t);
       CHILD_CHECK(t->blocksOnFd() == wantFd);
       const std::vector<size_t> sizes = {8, t->eagerBytes() * 3 + 5};
-      std::vector<std::vector<char>> bufs(sizes.size());
-      std::vector<Request> reqs(sizes.size());
-      std::vector<Request*> ptrs;
-      for (size_t i = 0; i < sizes.size(); ++i) {
-        bufs[i].assign(sizes[i], 0);
-        if (rank == 0)
-          for (size_t k = 0; k < sizes[i]; ++k) bufs[i][k] = static_cast<char>(i * 13 + k * 3);
-        ptrs.push_back(&reqs[i]);
-      }
+      Messages m(sizes, rank == 0,
+                 [](size_t i, size_t k) { return static_cast<char>(i * 13 + k * 3); });
+      auto& bufs = m.bufs;
+      auto& reqs = m.reqs;
+      auto& ptrs = m.ptrs;
       if (rank == 0) {
         while (sh->flag[0].load() == 0) usleep(1000);
         usleep(200 * 1000);  // rank 1 has long stopped spinning
@@ -372,10 +387,7 @@ TEST_P(OfiTransportTest, WaitModesDeliverLateMessages) {
         sh->flag[0].store(1);
       }
       CHILD_CHECK(drive(*t, ptrs, milliseconds(10000)) == Status::Success);
-      if (rank == 1)
-        for (size_t i = 0; i < sizes.size(); ++i)
-          for (size_t k = 0; k < sizes[i]; ++k)
-            CHILD_CHECK(bufs[i][k] == static_cast<char>(i * 13 + k * 3));
+      if (rank == 1) CHILD_CHECK(m.holds());
       sh->flag[1].fetch_add(1);
       while (sh->flag[1].load() < 2) spin(*t, milliseconds(2));
       return 0;

@@ -205,14 +205,11 @@ class ShmTransport final : public Transport {
   /// Whether a whole record waits at the head of `src`'s LL FIFO (its first and last lines are
   /// valid; the sender writes the first last). Any thread may ask.
   bool llReady(int src) const {
-    const uint64_t t = own_.ring(src)->llTail.load(std::memory_order_relaxed);
-    const shm::LLLine* l = own_.llLine(src, t);
-    if (l->flag.load(std::memory_order_acquire) != t + 1) return false;
-    shm::LLHead h;
-    std::memcpy(&h, l->data, sizeof h);
-    const uint64_t last = t + shm::llLinesFor(std::min<uint64_t>(h.bytes, shm::kLLMaxBytes)) - 1;
-    return own_.llLine(src, last)->flag.load(std::memory_order_acquire) == last + 1;
+    return llWholeAt(src, own_.ring(src)->llTail.load(std::memory_order_relaxed));
   }
+  /// Whether a whole record starts at line `t` of `src`'s LL FIFO (its first and last lines
+  /// carry their flags).
+  bool llWholeAt(int src, uint64_t t) const;
   void deliver(const RecvOp& r, size_t offset, const char* src, size_t bytes);
   /// Removes the first receive posted on `p` (messages from `src`) for a message (tag, total)
   /// into *out. Returns false when none is posted. A receive of another size is completed with

@@ -52,7 +52,10 @@ bool ShmTransport::pumpLL(Peer& p, const SendOp& op) {
 }
 
 bool ShmTransport::llNew(int src) const {
-  const uint64_t t = llLook_[static_cast<size_t>(src)].load(std::memory_order_relaxed);
+  return llWholeAt(src, llLook_[static_cast<size_t>(src)].load(std::memory_order_relaxed));
+}
+
+bool ShmTransport::llWholeAt(int src, uint64_t t) const {
   const shm::LLLine* l = own_.llLine(src, t);
   if (l->flag.load(std::memory_order_acquire) != t + 1) return false;
   shm::LLHead h;
