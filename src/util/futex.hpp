@@ -20,6 +20,12 @@ void futexWakeAll(std::atomic<uint32_t>* word, bool shared);
 /// that ranks outnumbering cores give the core away soon (the poll yields every few dozen
 /// checks, so a peer on the same core runs meanwhile).
 inline constexpr std::chrono::microseconds kSpinBeforeBlock{50};
+/// How long a waiter with a core of its own polls before it starts yielding: a sched_yield
+/// costs about 0.5 us on the 2-core VM (more than a whole small all-reduce), and a message that
+/// lands during one is seen only after it returns. Ranks outnumbering cores yield at once. (The
+/// shm transport's waits; spinWhileEqual below, used by in-process ranks that cannot tell how many
+/// of them share the cores, yields from the start.)
+inline constexpr std::chrono::microseconds kSpinBeforeYield{20};
 
 /// Polls `*word` until it differs from `seen` or `budget` has passed, pausing between checks and
 /// yielding the core every `yieldEvery` of them (a power of two; 1 when ranks outnumber cores, so

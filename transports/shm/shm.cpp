@@ -428,7 +428,8 @@ uint32_t ShmTransport::activityEpoch() {
 
 void ShmTransport::waitActivity(uint32_t seen, std::chrono::nanoseconds timeout) {
   shm::SegmentHeader* h = own_.header();
-  std::chrono::steady_clock::time_point spinEnd{};  // read at the first yield: most waits end sooner
+  // Both read at the first clock read: most waits end sooner.
+  std::chrono::steady_clock::time_point spinEnd{}, yieldFrom{};
   for (uint32_t i = 1;; ++i) {  // spin, yielding every yieldEvery_ checks (util/futex.hpp)
     if (activityEpoch() != seen) return;
 #if defined(__x86_64__) || defined(__i386__)
@@ -436,11 +437,15 @@ void ShmTransport::waitActivity(uint32_t seen, std::chrono::nanoseconds timeout)
 #endif
     if ((i & (yieldEvery_ - 1)) == 0) {
       const auto now = std::chrono::steady_clock::now();
-      if (i == yieldEvery_)
+      if (i == yieldEvery_) {
         spinEnd = now + std::min<std::chrono::nanoseconds>(timeout, kSpinBeforeBlock);
-      else if (now >= spinEnd)
+        // With a core each, the first kSpinBeforeYield is pure polling: a yield costs ~0.5 us
+        // here, more than a small all-reduce, and the peer's answer waits for it to return.
+        if (yieldEvery_ > 1) yieldFrom = now + kSpinBeforeYield;
+      } else if (now >= spinEnd) {
         break;
-      sched_yield();
+      }
+      if (now >= yieldFrom) sched_yield();
     }
   }
   checkSoon_.store(true, std::memory_order_relaxed);  // the next progress() checks the peers
