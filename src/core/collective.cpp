@@ -419,6 +419,17 @@ Status collective(Communicator* comm, const CollArgs& a, Stream* stream) {
   if (a.collective == Collective::AllToAllv) return allToAllv(comm, a, stream);
   bool inPlace = false;
   NLCHECK(inPlaceLayout(*comm, a, &inPlace));
+  // An empty collective moves nothing, so it ends here, as NCCL's do: no plan, no stream item, no
+  // sequence number (the count is the same on every rank, so every rank skips it alike). It still
+  // runs under NLCCL_CHECK, whose cross-rank check must see every call, and on a modelled
+  // transport, whose clock charges the launch.
+  if (a.count == 0 && !comm->config().check && comm->transport()->timeModel() == nullptr) {
+    if (comm->aborted()) {
+      WARN("rank %d: the communicator was revoked: it takes no new work", comm->rank());
+      return Status::InvalidUsage;
+    }
+    return comm->asyncError();
+  }
   const size_t es = dataTypeSize(a.dtype);
   plan::Request req;
   req.collective = a.collective;

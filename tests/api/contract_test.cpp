@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <climits>
+#include <cstdlib>
 #include <cstdint>
 #include <functional>
 #include <string>
@@ -252,6 +253,35 @@ TEST(Contract, ValidEdgeCasesAreAccepted) {
     EXPECT_EQ(nlcclSend(nullptr, 0, nlcclFloat, (r + 1) % kRanks, c, nullptr), nlcclSuccess);
     EXPECT_EQ(nlcclRecv(nullptr, 0, nlcclFloat, (r + kRanks - 1) % kRanks, c, nullptr), nlcclSuccess);
     EXPECT_EQ(nlcclGroupEnd(), nlcclSuccess);
+  });
+  for (auto c : comms) EXPECT_EQ(nlcclCommDestroy(c), nlcclSuccess);
+}
+
+// An empty collective is a no-op on the rank that calls it, as in NCCL: it takes no sequence
+// number, so a rank that makes extra empty calls still matches its peers' next real one (which
+// would otherwise wait for a message the others tag differently, until the timeout).
+TEST(Contract, EmptyCollectivesAreLocalNoOps) {
+  std::vector<nlcclComm_t> comms(kRanks);
+  setenv("NLCCL_TIMEOUT_MS", "5000", 1);  // a mismatch fails in seconds instead of minutes
+  ASSERT_EQ(nlcclCommInitAll(comms.data(), kRanks, nullptr), nlcclSuccess);
+  unsetenv("NLCCL_TIMEOUT_MS");
+  runRanks(kRanks, [&](int r) {
+    nlcclComm_t c = comms[r];
+    nlcclStream_t s;
+    ASSERT_EQ(nlcclStreamCreate(&s), nlcclSuccess);
+    if (r == 0) {
+      float x = 0;
+      EXPECT_EQ(nlcclAllReduce(&x, &x, 0, nlcclFloat, nlcclSum, c, nullptr), nlcclSuccess);
+      EXPECT_EQ(nlcclAllGather(&x, &x, 0, nlcclFloat, c, s), nlcclSuccess);
+      EXPECT_EQ(nlcclBroadcast(&x, &x, 0, nlcclFloat, 1, c, s), nlcclSuccess);
+    }
+    std::vector<float> v(5, 1.0f + r);
+    EXPECT_EQ(nlcclAllReduce(v.data(), v.data(), v.size(), nlcclFloat, nlcclSum, c, s),
+              nlcclSuccess);
+    EXPECT_EQ(nlcclStreamSynchronize(s), nlcclSuccess);
+    const float sum = kRanks * (kRanks + 1) / 2.0f;
+    for (float x : v) EXPECT_EQ(x, sum);
+    EXPECT_EQ(nlcclStreamDestroy(s), nlcclSuccess);
   });
   for (auto c : comms) EXPECT_EQ(nlcclCommDestroy(c), nlcclSuccess);
 }
