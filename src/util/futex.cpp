@@ -52,6 +52,29 @@ int usableCpus() {
   return std::max(1, CPU_COUNT(&set));
 }
 
+CpuMask affinityMask() {
+  CpuMask m;
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (sched_getaffinity(0, sizeof set, &set) != 0) {
+    m.bits[0] = 1;
+    return m;
+  }
+  for (int c = 0; c < kCpuMaskWords * 64 && c < CPU_SETSIZE; ++c)
+    if (CPU_ISSET(c, &set)) m.bits[c / 64] |= uint64_t{1} << (c % 64);
+  return m;
+}
+
+int cpusInUnion(const CpuMask* masks, int n) {
+  int count = 0;
+  for (int w = 0; w < kCpuMaskWords; ++w) {
+    uint64_t u = 0;
+    for (int i = 0; i < n; ++i) u |= masks[i].bits[w];
+    count += __builtin_popcountll(u);
+  }
+  return std::max(1, count);
+}
+
 bool Notifier::wait(uint32_t seen, std::chrono::nanoseconds timeout) {
   if (spinWhileEqual(&epoch_, seen)) return true;
   sleepers_.fetch_add(1);  // seq_cst (Dekker with notify)

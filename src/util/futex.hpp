@@ -34,6 +34,17 @@ bool spinWhileEqual(const std::atomic<uint32_t>* word, uint32_t seen,
                     std::chrono::nanoseconds budget = kSpinBeforeBlock, uint32_t yieldEvery = 64);
 /// CPUs this process may run on (sched_getaffinity), at least 1.
 int usableCpus();
+/// This process's affinity as a bit mask (CPU i is bit i % 64 of word i / 64; CPUs past
+/// kCpuMaskWords * 64 are left out), for ranks to tell each other where they may run.
+constexpr int kCpuMaskWords = 16;
+struct CpuMask {
+  uint64_t bits[kCpuMaskWords] = {};
+};
+CpuMask affinityMask();
+/// CPUs in the union of `masks`, at least 1: the cores a group of ranks shares. A launcher that
+/// binds each rank to a core of its own (mpirun's default) gives every rank a one-CPU affinity,
+/// yet the ranks do not outnumber the cores; ranks all bound to one core do.
+int cpusInUnion(const CpuMask* masks, int n);
 
 /// An event counter: waiters remember epoch(), do a check, then wait(epoch) if nothing is ready.
 /// notify() bumps the epoch and wakes waiters only when someone is blocked.

@@ -35,6 +35,7 @@ struct SetupBlob {
   int32_t pad;
   uint64_t id;    ///< the segment's allocation id (checked when mapping)
   uint64_t size;  ///< bytes of the segment's allocation
+  CpuMask cpus;   ///< where the rank may run (affinityMask)
 };
 
 void geometryFromEnv(uint32_t* slots, uint64_t* slotBytes) {
@@ -98,7 +99,6 @@ Status ShmTransport::create(int rank, int nranks, std::vector<int> peers,
   std::sort(peers.begin(), peers.end());
   peers.erase(std::unique(peers.begin(), peers.end()), peers.end());
   t->served_ = std::move(peers);
-  if (static_cast<int>(t->served_.size()) + 1 > usableCpus()) t->yieldEvery_ = 1;
   NLCHECK(t->setup(allGather));
   *out = std::move(t);
   return Status::Success;
@@ -134,12 +134,21 @@ Status ShmTransport::setup(const AllGatherFn& allGather) {
   mine.fd = own_.where().fd;
   mine.id = own_.where().id;
   mine.size = own_.where().size;
+  mine.cpus = affinityMask();
   std::vector<SetupBlob> all(static_cast<size_t>(nranks_));
   Status s = allGather(&mine, sizeof mine, all.data());
   if (s != Status::Success) {
     WARN("shm: rank %d: setup exchange failed (%s)", rank_, statusName(s));
     return s;
   }
+  // Waits yield at once when the ranks this transport serves (and this one) outnumber the CPUs
+  // they may run on together, whatever each one's own affinity (mpirun binds each to one core).
+  std::vector<CpuMask> masks{mine.cpus};
+  for (int p : served_) masks.push_back(all[static_cast<size_t>(p)].cpus);
+  const int cpus = cpusInUnion(masks.data(), static_cast<int>(masks.size()));
+  if (static_cast<int>(masks.size()) > cpus) yieldEvery_ = 1;
+  INFO(log::kShm, "shm: rank %d: %zu ranks on %d CPUs: waits %s", rank_, masks.size(), cpus,
+       yieldEvery_ == 1 ? "yield at once" : "poll first");
   // Segments have no names: whatever happens from here, nothing is left in /dev/shm.
   const uint32_t sharers = static_cast<uint32_t>(served_.size());  // peers mapping each segment
   for (int p : served_) {
