@@ -62,6 +62,21 @@ class Transport {
   /// transport copies *reducer. Never blocks waiting for the peer.
   virtual Status postRecv(int peer, uint64_t tag, void* buf, size_t bytes, const Reducer* reducer,
                           Request* req) = 0;
+  /// True when exchange() below is this transport's own (then the engine may call it).
+  virtual bool exchanges() const { return false; }
+  /// A send of `sendBytes` from `send` to `peer` and a receive of `recvBytes` from it into `recv`
+  /// (postSend's and postRecv's arguments, one tag for both), run to completion in the calling
+  /// thread: the whole of a step that is one exchange with one peer (a 2-rank recursive-doubling
+  /// all-reduce), without Requests, two posts and a progress loop around them. Fails as the two
+  /// would, or with Timeout when they have not completed within `timeout`; on failure the
+  /// transport is aborted (nothing stays posted). Only for transports whose exchanges() is true.
+  virtual Status exchange(int peer, uint64_t tag, const void* send, size_t sendBytes, void* recv,
+                          size_t recvBytes, const Reducer* reducer,
+                          std::chrono::milliseconds timeout) {
+    (void)peer, (void)tag, (void)send, (void)sendBytes, (void)recv, (void)recvBytes,
+        (void)reducer, (void)timeout;
+    return Status::InternalError;
+  }
   /// Advances outstanding operations; a fatal error (dead peer) is returned here too.
   virtual Status progress() = 0;
   /// A counter that changes whenever progress() may complete something; pass it to waitActivity.

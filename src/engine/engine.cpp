@@ -18,6 +18,9 @@ using Clock = std::chrono::steady_clock;
 using plan::Region;
 using plan::XferKind;
 constexpr int kMaxLoops = 64;
+/// Largest message of a one-exchange step handed to Transport::exchange whole (its timeout counts
+/// from the call, not from the last progress, which a message this small never needs).
+constexpr size_t kExchangeMaxBytes = 64 * 1024;
 }  // namespace
 
 /// Runs one rank's part of a compiled Plan. Every step instance (step, loop) starts when the
@@ -72,6 +75,7 @@ class CollRunner {
         xferCap_ = n;
       }
     }
+    exchange_ = oneExchange(*job.transport);
     clock_.reset();
     if (model_) clock_.emplace(*cp_, job.rank, loops_, job.vstart);
     job.vend = job.vstart;
@@ -82,6 +86,36 @@ class CollRunner {
   }
 
   bool done() const { return doneSteps_ == last_ - first_; }
+
+  /// Whether this run is one step of one exchange that the transport does in one call.
+  bool exchangeOnly() const { return exchange_; }
+
+  /// Runs that step (exchangeOnly()): the transport's exchange, then the step's local ops.
+  Status runExchange(std::chrono::milliseconds timeout) {
+    const plan::StepInfo& si = cp_->steps()[first_];
+    const plan::Transfer& a = cp_->transfer(si.firstXfer);
+    const plan::Transfer& b = cp_->transfer(si.firstXfer + 1);
+    const plan::Transfer& send = a.kind == XferKind::Send ? a : b;
+    const plan::Transfer& recv = a.kind == XferKind::Send ? b : a;
+    auto [sp, sn] = slice(send.region, 0);
+    auto [rp, rn] = slice(recv.region, 0);
+    transport::Reducer fused = reducer_;
+    const transport::Reducer* red = nullptr;
+    if (recv.kind == XferKind::RecvReduceCopy) {
+      fused.src = slice(recv.src, 0).first;
+      red = &fused;
+    } else if (recv.kind == XferKind::RecvReduce) {
+      red = &reducer_;
+    }
+    job_->bytesSent += sn;
+    NLCHECK(job_->transport->exchange(send.peer, tag(first_, 0), sp, sn, rp, rn, red, timeout));
+    runLocals(first_, 0);
+    completed_[0] = started_[0] = 1;
+    ++doneSteps_;
+    finished_ = true;
+    finishAvg();
+    return Status::Success;
+  }
 
   /// Posts what may start and retires what completed; sets *progressed when anything moved.
   Status advance(bool* progressed) {
@@ -260,6 +294,28 @@ class CollRunner {
     }
   }
 
+  /// One step, one loop, two non-empty transfers with the same peer (a send and a receive that
+  /// forwards nothing), small, untimed and untraced, over a transport with its own exchange().
+  bool oneExchange(transport::Transport& tp) const {
+    if (last_ - first_ != 1 || loops_ != 1 || model_ != nullptr || trace::enabled() ||
+        !tp.exchanges())
+      return false;
+    const plan::StepInfo& si = cp_->steps()[first_];
+    if (si.numXfers != 2) return false;
+    const plan::Transfer& a = cp_->transfer(si.firstXfer);
+    const plan::Transfer& b = cp_->transfer(si.firstXfer + 1);
+    const bool aSends = a.kind == XferKind::Send;
+    const plan::Transfer& send = aSends ? a : b;
+    const plan::Transfer& recv = aSends ? b : a;
+    const bool recvOk = recv.kind == XferKind::Recv || recv.kind == XferKind::RecvReduce ||
+                        recv.kind == XferKind::RecvReduceCopy;
+    // Empty transfers are skipped, not sent (post()): those stay with the general path.
+    return send.kind == XferKind::Send && recvOk && send.peer == recv.peer &&
+           send.region.count > 0 && recv.region.count > 0 &&
+           send.region.count * es_ <= kExchangeMaxBytes &&
+           recv.region.count * es_ <= kExchangeMaxBytes;
+  }
+
   void finishAvg() {
     if (job_->op != RedOp::Avg) return;
     const plan::Plan& p = cp_->plan();
@@ -295,6 +351,7 @@ class CollRunner {
   size_t xferCap_ = 0;
   int doneSteps_ = 0;
   bool finished_ = false;
+  bool exchange_ = false;  ///< oneExchange() of the Plan in hand
   double traceStart_ = 0;           ///< NLCCL_TRACE_FILE: when the job started
   std::vector<double> stepStart_;   ///< and when each step's loop in flight was posted
 };
@@ -468,6 +525,10 @@ Status Runner::run(CollJob& job, std::chrono::milliseconds timeout) {
     tp->abort(s);  // operations still posted point into the runner
     return s;
   };
+  if (r.exchangeOnly()) {
+    if (Status s = r.runExchange(timeout); s != Status::Success) return fail(s);
+    return Status::Success;  // untimed: no model clock to move
+  }
   // The deadline is set when a pass makes no progress (timeout after the last pass that did),
   // but the first wait after progress is a short one that needs no clock (the peer's data mostly
   // comes within it; a read costs ~25 ns in a guest): a small collective completes without

@@ -8,6 +8,7 @@
 #include <chrono>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "algorithms/algorithms.hpp"
@@ -16,6 +17,7 @@
 #include "plan/compiled.hpp"
 #include "sim/simulate.hpp"
 #include "transports/loopback/loopback.hpp"
+#include "util/log.hpp"
 
 namespace nlccl {
 namespace {
@@ -46,9 +48,30 @@ class CountingTransport final : public transport::Transport {
   }
   void abort(Status why) override { inner_->abort(why); }
   void wake(int r) override { inner_->wake(r); }
-
+  /// With `exchanging`, it offers exchange() (the two posts, then progress until both are done),
+  /// as the shm transport does, and counts its calls.
+  bool exchanges() const override { return exchanging; }
+  Status exchange(int peer, uint64_t tag, const void* send, size_t sendBytes, void* recv,
+                  size_t recvBytes, const transport::Reducer* reducer,
+                  std::chrono::milliseconds timeout) override {
+    ++exchangeCalls;
+    transport::Request s, r;
+    NLCHECK(postSend(peer, tag, send, sendBytes, &s));
+    NLCHECK(postRecv(peer, tag, recv, recvBytes, reducer, &r));
+    const auto deadline = std::chrono::steady_clock::now() + timeout;
+    while (!s.done.load() || !r.done.load()) {
+      const uint32_t e = activityEpoch();
+      NLCHECK(progress());
+      if (s.done.load() && r.done.load()) break;
+      if (std::chrono::steady_clock::now() > deadline) return Status::Timeout;
+      waitActivity(e, std::chrono::milliseconds(10));
+    }
+    return s.status != Status::Success ? s.status : r.status;
+  }
+  bool exchanging = false;
   size_t messages = 0;
   size_t bytes = 0;
+  size_t exchangeCalls = 0;
 
  private:
   std::unique_ptr<transport::Transport> inner_;
@@ -123,6 +146,68 @@ Counts engineCounts(const std::shared_ptr<const plan::CompiledPlan>& cp, const p
     c.bytes[r] = tps[r]->bytes;
   }
   return c;
+}
+
+/// Runs one job per rank twice with engine::Runner (the prepared path), each rank on its own
+/// thread, over CountingTransports that offer exchange(); returns the outputs.
+std::vector<std::vector<float>> runnerOutputs(const std::shared_ptr<const plan::CompiledPlan>& cp,
+                                              const plan::Request& req,
+                                              std::vector<std::unique_ptr<CountingTransport>>* tps) {
+  const int p = cp->nranks();
+  auto fabric = std::make_shared<transport::LoopbackFabric>(p);
+  std::vector<std::vector<float>> in(p), out(p), scratch(p);
+  std::vector<engine::CollJob> jobs(p);
+  for (int r = 0; r < p; ++r) {
+    tps->push_back(std::make_unique<CountingTransport>(
+        std::make_unique<transport::LoopbackTransport>(fabric, r)));
+    tps->back()->exchanging = true;
+    in[r].assign(plan::inputCount(req, r), 0);
+    for (size_t i = 0; i < in[r].size(); ++i) in[r][i] = static_cast<float>(r * 100 + i);
+    out[r].assign(plan::outputCount(req, r), 0);
+    scratch[r].assign(cp->plan().scratchCount + 1, 0);
+    engine::CollJob& j = jobs[r];
+    j.plan = cp;
+    j.rank = r;
+    j.input = in[r].data();
+    j.output = out[r].data();
+    j.scratch = scratch[r].data();
+    j.dtype = DataType::Float32;
+    j.transport = (*tps)[r].get();
+  }
+  std::vector<std::thread> threads;
+  std::vector<Status> st(p, Status::InternalError);
+  for (int r = 0; r < p; ++r)
+    threads.emplace_back([&, r] {
+      engine::Runner runner;
+      st[r] = runner.run(jobs[r], std::chrono::milliseconds(30000));
+      if (st[r] == Status::Success) st[r] = runner.run(jobs[r], std::chrono::milliseconds(30000));
+    });
+  for (auto& t : threads) t.join();
+  for (int r = 0; r < p; ++r) EXPECT_EQ(st[r], Status::Success) << "rank " << r;
+  return out;
+}
+
+// A Plan that is one step of one exchange (2-rank recursive doubling) goes to the transport's
+// exchange() whole, once per run (the prepared second run included), and sends what the
+// compiled form says; a Plan of more steps (ring) never does. Both compute the sum.
+TEST(ConsumersAgree, OneExchangeStepsGoToTheTransportWhole) {
+  for (const char* name : {"rd", "ring"}) {
+    plan::Request req = requestFor(Collective::AllReduce, 2, 37);
+    std::string err;
+    auto built = algo::build(req, name, &err);
+    ASSERT_TRUE(built) << err;
+    std::shared_ptr<const plan::CompiledPlan> cp;
+    ASSERT_EQ(plan::compile(std::move(*built), &cp, &err), Status::Success) << err;
+    const Counts want = compiledCounts(*cp, 1);
+    std::vector<std::unique_ptr<CountingTransport>> tps;
+    const auto out = runnerOutputs(cp, req, &tps);
+    for (int r = 0; r < 2; ++r) {
+      EXPECT_EQ(tps[r]->exchangeCalls, std::string(name) == "rd" ? 2u : 0u) << name << " rank " << r;
+      EXPECT_EQ(tps[r]->messages, 2 * want.messages[r]) << name << " rank " << r;
+      for (size_t i = 0; i < out[r].size(); ++i)
+        ASSERT_EQ(out[r][i], static_cast<float>(100 + 2 * i)) << name << " rank " << r << " " << i;
+    }
+  }
 }
 
 TEST(ConsumersAgree, CompiledFormEngineAndSimulatorSendTheSame) {

@@ -9,6 +9,11 @@ if(TARGET nlccl_transport_shm)
              SOURCES ${CMAKE_CURRENT_LIST_DIR}/shm_ll_test.cpp
              DEPS nlccl_test_cases nlccl_transport_shm nlccl_kernels LABELS multiprocess
              TIMEOUT 240)
+  # Transport::exchange (a one-exchange step in one call): against posted halves, reductions,
+  # a killed peer, a peer that never sends.
+  nlccl_test(multirank_shm_exchange_test
+             SOURCES ${CMAKE_CURRENT_LIST_DIR}/shm_exchange_test.cpp
+             DEPS nlccl_transport_shm nlccl_kernels LABELS multirank TIMEOUT 120)
   # nlcclMemAlloc and the single-copy path (through the transport and through the C API).
   nlccl_test(multirank_memalloc_test
              SOURCES ${CMAKE_CURRENT_LIST_DIR}/memalloc_test.cpp

@@ -45,6 +45,59 @@ void ShmTransport::deliver(const RecvOp& r, size_t offset, const char* src, size
 
 Status ShmTransport::postSend(int peer, uint64_t tag, const void* buf, size_t bytes, Request* req) {
   std::lock_guard<std::mutex> lock(mu_);
+  return sendLocked(peer, tag, buf, bytes, req);
+}
+
+Status ShmTransport::postRecv(int peer, uint64_t tag, void* buf, size_t bytes,
+                              const Reducer* reducer, Request* req) {
+  std::lock_guard<std::mutex> lock(mu_);
+  return recvLocked(peer, tag, buf, bytes, reducer, req);
+}
+
+Status ShmTransport::exchange(int peer, uint64_t tag, const void* send, size_t sendBytes,
+                              void* recv, size_t recvBytes, const Reducer* reducer,
+                              std::chrono::milliseconds timeout) {
+  Request sent, received;  // they live here: every way out below leaves neither posted
+  Status s;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    s = sendLocked(peer, tag, send, sendBytes, &sent);
+    if (s == Status::Success) s = recvLocked(peer, tag, recv, recvBytes, reducer, &received);
+  }
+  auto done = [&] {
+    return sent.done.load(std::memory_order_acquire) &&
+           received.done.load(std::memory_order_acquire);
+  };
+  // As Runner::run waits (engine.cpp): the first wait reads no clock, the timeout starts there.
+  bool waited = false;
+  std::chrono::steady_clock::time_point deadline{};
+  while (s == Status::Success && !done()) {
+    const uint32_t epoch = activityEpoch();
+    s = progress();
+    if (s != Status::Success || done()) break;
+    if (!waited) {
+      waited = true;
+      waitActivity(epoch, std::min<std::chrono::nanoseconds>(timeout, std::chrono::milliseconds(1)));
+      deadline = std::chrono::steady_clock::now() + timeout;
+      continue;
+    }
+    const auto now = std::chrono::steady_clock::now();
+    if (now >= deadline) {
+      WARN("rank %d: no progress for %lld ms, waiting on peer %d", rank_,
+           static_cast<long long>(timeout.count()), peer);
+      s = Status::Timeout;
+      break;
+    }
+    waitActivity(epoch, std::min<std::chrono::nanoseconds>(deadline - now,
+                                                           std::chrono::milliseconds(100)));
+  }
+  if (s == Status::Success) s = sent.status != Status::Success ? sent.status : received.status;
+  if (s != Status::Success) abort(s);  // completes (and forgets) whatever still points here
+  return s;
+}
+
+Status ShmTransport::sendLocked(int peer, uint64_t tag, const void* buf, size_t bytes,
+                                Request* req) {
   if (failed_ != Status::Success) {
     complete(req, failed_);
     return failed_;
@@ -76,9 +129,8 @@ Status ShmTransport::postSend(int peer, uint64_t tag, const void* buf, size_t by
   return s;
 }
 
-Status ShmTransport::postRecv(int peer, uint64_t tag, void* buf, size_t bytes,
-                              const Reducer* reducer, Request* req) {
-  std::lock_guard<std::mutex> lock(mu_);
+Status ShmTransport::recvLocked(int peer, uint64_t tag, void* buf, size_t bytes,
+                                const Reducer* reducer, Request* req) {
   if (failed_ != Status::Success) {
     complete(req, failed_);
     return failed_;

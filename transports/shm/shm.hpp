@@ -105,6 +105,10 @@ class ShmTransport final : public Transport {
   Status postSend(int peer, uint64_t tag, const void* buf, size_t bytes, Request* req) override;
   Status postRecv(int peer, uint64_t tag, void* buf, size_t bytes, const Reducer* reducer,
                   Request* req) override;
+  bool exchanges() const override { return true; }
+  Status exchange(int peer, uint64_t tag, const void* send, size_t sendBytes, void* recv,
+                  size_t recvBytes, const Reducer* reducer,
+                  std::chrono::milliseconds timeout) override;
   Status progress() override;
   uint32_t activityEpoch() override;
   void waitActivity(uint32_t seen, std::chrono::nanoseconds timeout) override;
@@ -188,6 +192,10 @@ class ShmTransport final : public Transport {
   ShmTransport(int rank, int nranks, std::chrono::milliseconds timeout,
                std::function<Status()> health);
   Status setup(const AllGatherFn& allGather);
+  // postSend and postRecv with mu_ held (exchange posts both under one lock).
+  Status sendLocked(int peer, uint64_t tag, const void* buf, size_t bytes, Request* req);
+  Status recvLocked(int peer, uint64_t tag, void* buf, size_t bytes, const Reducer* reducer,
+                    Request* req);
   Status drain(int src);  // consumes arrived fragments from `src`
   Status pump(int dst);   // writes queued fragments for `dst`
   /// Largest send to `p` that goes as an LL record: ours, and at most an eighth of its FIFO.
