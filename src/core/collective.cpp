@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstring>
 #include <functional>
+#include <optional>
 #include <sstream>
 
 #include "algorithms/algorithms.hpp"
@@ -290,15 +291,12 @@ Status allToAllv(Communicator* comm, const CollArgs& a, Stream* stream) {
 Status inPlaceLayout(const Communicator& comm, const CollArgs& a, bool* inPlace) {
   const size_t es = dataTypeSize(a.dtype);
   const size_t r = static_cast<size_t>(comm.rank());
-  plan::Request req;
-  req.collective = a.collective;
-  req.nranks = comm.nranks();
-  req.count = a.count;
-  req.root = a.root;
   const char* send = static_cast<const char*>(a.send);
   const char* recv = static_cast<const char*>(a.recv);
-  size_t inBytes = plan::inputCount(req, comm.rank()) * es;
-  size_t outBytes = plan::outputCount(req, comm.rank()) * es;
+  const size_t inBytes =
+      plan::inputCount(a.collective, comm.nranks(), a.count, a.root, comm.rank()) * es;
+  const size_t outBytes =
+      plan::outputCount(a.collective, comm.nranks(), a.count, a.root, comm.rank()) * es;
   // Rooted layouts only matter at the root (elsewhere one of the buffers is not used).
   const uintptr_t s = reinterpret_cast<uintptr_t>(send), v = reinterpret_cast<uintptr_t>(recv);
   const uintptr_t rootOff = static_cast<uintptr_t>(a.root) * a.count * es;
@@ -377,8 +375,8 @@ Status runPrepared(Communicator* comm, Prepared* p, const void* send, void* recv
   }
   // The owner reuses the entry's job (no reference count to bump per call); a concurrent caller
   // fills its own.
-  engine::CollJob spareJob;
-  engine::CollJob& job = owned ? p->job : spareJob;
+  std::optional<engine::CollJob> spareJob;
+  engine::CollJob& job = owned ? p->job : spareJob.emplace();
   if (!job.plan) {
     job.plan = p->plan;
     job.rank = comm->rank();
@@ -413,6 +411,17 @@ Status runQueuedPrepared(StreamItem& item, Lives* owners) {
   return s;
 }
 
+/// The tuner's choice for a call: its Request (hier's shape included), algorithm and slice.
+struct Choice {
+  plan::Request req;
+  std::string algo;
+  int64_t slice = -1;
+};
+Status prepareAndRun(Communicator* comm, const CollArgs& a, bool inPlace, const PreparedKey& key,
+                     Stream* stream);
+Status generalCollective(Communicator* comm, const CollArgs& a, bool inPlace, Stream* stream,
+                         Choice* chosen);
+
 }  // namespace
 
 Status collective(Communicator* comm, const CollArgs& a, Stream* stream) {
@@ -430,54 +439,75 @@ Status collective(Communicator* comm, const CollArgs& a, Stream* stream) {
     }
     return comm->asyncError();
   }
-  const size_t es = dataTypeSize(a.dtype);
-  plan::Request req;
-  req.collective = a.collective;
-  req.nranks = comm->nranks();
-  req.count = a.count;
-  req.root = a.root;
-  req.inPlace = inPlace;
-  std::string algo;
-  int64_t slice = -1;
-  bool chosen = false;
-
   // The hot path: a prepared collective, run inline or queued as one fixed-size stream item; the
   // algorithm (the tuner's, with `auto`) is chosen once, when it is prepared. Calls that need more
   // than a Plan (PreMulSum's scaling, NLCCL_CHECK, a group, hier's shape) take the general path.
   if (!a.prepareInput && !a.keepAlive && !comm->config().check && groupDepth() == 0) {
     const PreparedKey key{a.collective, a.dtype, a.op, inPlace, a.root, a.count};
     Prepared* p = comm->prepared().find(key);
-    if (p == nullptr) {
-      NLCHECK(choose(comm, a, &req, &algo, &slice));
-      chosen = true;
-      if (algo != "hier") NLCHECK(prepare(comm, key, algo.c_str(), slice, &p));
+    if (p == nullptr) return prepareAndRun(comm, a, inPlace, key, stream);
+    if (comm->aborted()) {  // as submit(): a revoked communicator takes no new work
+      WARN("rank %d: the communicator was revoked: it takes no new work", comm->rank());
+      return Status::InvalidUsage;
     }
-    if (p != nullptr) {
-      if (comm->aborted()) {  // as submit(): a revoked communicator takes no new work
-        WARN("rank %d: the communicator was revoked: it takes no new work", comm->rank());
-        return Status::InvalidUsage;
-      }
-      INFO(log::kColl, "%s: rank %d of %d, count %zu, %s, %s, root %d, %s, algorithm %s%s",
-           collectiveName(a.collective), comm->rank(), comm->nranks(), a.count,
-           dataTypeName(a.dtype), redOpName(a.op), a.root, inPlace ? "in place" : "out of place",
-           p->algorithm, stream ? ", on a stream" : "");
-      const uint64_t seq = comm->nextCollSeq();
-      // Without a stream the call runs here, inside the API's hold of the communicator.
-      if (stream == nullptr) return runPrepared(comm, p, a.send, a.recv, seq);
-      comm->addPending();
-      StreamItem item;
-      item.run = runQueuedPrepared;
-      item.ptr[0] = comm;
-      item.ptr[1] = p;
-      item.ptr[2] = const_cast<void*>(a.send);
-      item.ptr[3] = a.recv;
-      item.value = seq;
-      stream->enqueue(std::move(item));
-      return Status::Success;
-    }
+    INFO(log::kColl, "%s: rank %d of %d, count %zu, %s, %s, root %d, %s, algorithm %s%s",
+         collectiveName(a.collective), comm->rank(), comm->nranks(), a.count,
+         dataTypeName(a.dtype), redOpName(a.op), a.root, inPlace ? "in place" : "out of place",
+         p->algorithm, stream ? ", on a stream" : "");
+    const uint64_t seq = comm->nextCollSeq();
+    // Without a stream the call runs here, inside the API's hold of the communicator.
+    if (stream == nullptr) return runPrepared(comm, p, a.send, a.recv, seq);
+    comm->addPending();
+    StreamItem item;
+    item.run = runQueuedPrepared;
+    item.ptr[0] = comm;
+    item.ptr[1] = p;
+    item.ptr[2] = const_cast<void*>(a.send);
+    item.ptr[3] = a.recv;
+    item.value = seq;
+    stream->enqueue(std::move(item));
+    return Status::Success;
   }
 
-  if (!chosen) NLCHECK(choose(comm, a, &req, &algo, &slice));
+  return generalCollective(comm, a, inPlace, stream, nullptr);
+}
+
+namespace {
+
+/// The first call of a prepared key: chooses the algorithm, prepares it (hier excepted: its
+/// shape is re-read per call), and runs it as collective() runs prepared ones.
+Status prepareAndRun(Communicator* comm, const CollArgs& a, bool inPlace, const PreparedKey& key,
+                     Stream* stream) {
+  Choice c;
+  c.req.collective = a.collective;
+  c.req.nranks = comm->nranks();
+  c.req.count = a.count;
+  c.req.root = a.root;
+  c.req.inPlace = inPlace;
+  NLCHECK(choose(comm, a, &c.req, &c.algo, &c.slice));
+  Prepared* p = nullptr;
+  if (c.algo != "hier") NLCHECK(prepare(comm, key, c.algo.c_str(), c.slice, &p));
+  if (p != nullptr) return collective(comm, a, stream);  // now found
+  return generalCollective(comm, a, inPlace, stream, &c);
+}
+
+/// Everything but the prepared path: a Work of one collective; `chosen` when the algorithm was.
+Status generalCollective(Communicator* comm, const CollArgs& a, bool inPlace, Stream* stream,
+                         Choice* chosen) {
+  const size_t es = dataTypeSize(a.dtype);
+  Choice own;
+  Choice& c = chosen ? *chosen : own;
+  plan::Request& req = c.req;
+  std::string& algo = c.algo;
+  int64_t& slice = c.slice;
+  if (!chosen) {
+    req.collective = a.collective;
+    req.nranks = comm->nranks();
+    req.count = a.count;
+    req.root = a.root;
+    req.inPlace = inPlace;
+    NLCHECK(choose(comm, a, &req, &algo, &slice));
+  }
   std::shared_ptr<const plan::CompiledPlan> plan;
   NLCHECK(comm->getPlan(req, algo, &plan));
 
@@ -529,6 +559,8 @@ Status collective(Communicator* comm, const CollArgs& a, Stream* stream) {
   }
   return submit(std::move(work), stream);
 }
+
+}  // namespace
 
 Status pointToPoint(Communicator* comm, bool isSend, void* buf, size_t count, DataType dtype,
                     int peer, Stream* stream) {

@@ -97,12 +97,12 @@ class CollRunner {
     const plan::Transfer& b = cp_->transfer(si.firstXfer + 1);
     const plan::Transfer& send = a.kind == XferKind::Send ? a : b;
     const plan::Transfer& recv = a.kind == XferKind::Send ? b : a;
-    auto [sp, sn] = slice(send.region, 0);
-    auto [rp, rn] = slice(recv.region, 0);
+    auto [sp, sn] = whole(send.region);  // one loop: the slices are the regions
+    auto [rp, rn] = whole(recv.region);
     transport::Reducer fused = reducer_;
     const transport::Reducer* red = nullptr;
     if (recv.kind == XferKind::RecvReduceCopy) {
-      fused.src = slice(recv.src, 0).first;
+      fused.src = whole(recv.src).first;
       red = &fused;
     } else if (recv.kind == XferKind::RecvReduce) {
       red = &reducer_;
@@ -183,6 +183,9 @@ class CollRunner {
     plan::CompiledPlan::slice(r.count, static_cast<size_t>(loop), static_cast<size_t>(loops_),
                               &first, &n);
     return {base(r.buffer) + (r.offset + first) * es_, n * es_};
+  }
+  std::pair<char*, size_t> whole(const Region& r) const {
+    return {base(r.buffer) + r.offset * es_, r.count * es_};
   }
   uint64_t tag(int s, int loop) const {
     return makeCollTag(job_->seq, static_cast<unsigned>(cp_->steps()[s].channel),

@@ -164,6 +164,10 @@ struct Plan {
 /// Elements of Input and Output for `rank` under request `req` (sizes the verifier and engine use).
 size_t inputCount(const Request& req, int rank);
 size_t outputCount(const Request& req, int rank);
+/// The same for a collective without a matrix (0 for AllToAllv and SendRecv), from its shape
+/// alone (the hot path builds no Request).
+size_t inputCount(Collective c, int nranks, size_t count, int root, int rank);
+size_t outputCount(Collective c, int nranks, size_t count, int root, int rank);
 /// Offset in Output of Input when the collective runs in place (NCCL's layout): AllGather
 /// rank*count, ReduceScatter: Output sits in Input at rank*count (returned negated via the flag),
 /// others 0. See plan.cpp.
