@@ -56,6 +56,8 @@ class Stream {
   /// Runs the front item (the caller holds `lock` and has made itself the runner); returns with
   /// the lock held again.
   void runFront(std::unique_lock<std::mutex>& lock);
+  /// As runFront, for a synchronizing caller: the first items queued (up to a batch), in order.
+  void runBatch(std::unique_lock<std::mutex>& lock);
   bool idle() const { return queue_.empty() && !running_; }
   /// Runs (or waits for) everything queued, as synchronize() and the destructor need; the thread
   /// starts no item meanwhile. Called and returns with `lock` held.
