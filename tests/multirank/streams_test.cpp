@@ -114,6 +114,32 @@ TEST(StreamsTest, NonFatalErrorsAreReportedOnce) {
   for (auto c : comms) EXPECT_EQ(nlcclCommDestroy(c), nlcclSuccess);
 }
 
+// A synchronize behind many queued calls runs them in batches (core/stream.cpp): a failed one in
+// the middle is reported once, and the calls queued before and after it still run.
+TEST(StreamsTest, AFailureInsideABatchIsReportedAndTheRestRun) {
+  setenv("NLCCL_CHECK", "1", 1);
+  std::vector<nlcclComm_t> comms(2);
+  ASSERT_EQ(nlcclCommInitAll(comms.data(), 2, nullptr), nlcclSuccess);
+  unsetenv("NLCCL_CHECK");
+  runRanks(2, [&](int r) {
+    nlcclStream_t stream;
+    ASSERT_EQ(nlcclStreamCreate(&stream), nlcclSuccess);
+    std::vector<std::vector<float>> x(9, std::vector<float>(16, 1.0f));
+    for (int i = 0; i < 9; ++i) {
+      const size_t count = i == 4 && r == 0 ? 15 : 16;  // the fifth disagrees across ranks
+      ASSERT_EQ(nlcclAllReduce(x[i].data(), x[i].data(), count, nlcclFloat, nlcclSum, comms[r],
+                               stream),
+                nlcclSuccess);
+    }
+    EXPECT_EQ(nlcclStreamSynchronize(stream), nlcclInvalidUsage);
+    EXPECT_EQ(nlcclStreamSynchronize(stream), nlcclSuccess);
+    for (int i = 0; i < 9; ++i)
+      if (i != 4) EXPECT_EQ(x[i][0], 2.0f) << "call " << i;
+    EXPECT_EQ(nlcclStreamDestroy(stream), nlcclSuccess);
+  });
+  for (auto c : comms) EXPECT_EQ(nlcclCommDestroy(c), nlcclSuccess);
+}
+
 }  // namespace
 }  // namespace nlccl::testing
 
