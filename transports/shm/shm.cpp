@@ -154,8 +154,14 @@ Status ShmTransport::recvLocked(int peer, uint64_t tag, void* buf, size_t bytes,
   auto it = std::find_if(p.unexpected.begin(), p.unexpected.end(),
                          [&](const Unexpected& u) { return u.tag == tag; });
   if (it == p.unexpected.end()) {
+    Status s = Status::Success;
+    if (p.posted.empty() && p.cur == Target::None && takeLLHead(peer, r, &s)) return s;
+    if (s != Status::Success) {
+      failAll(s);
+      return s;
+    }
     p.posted.push_back(r);
-    Status s = drain(peer);  // the message may be waiting at the FIFO's head
+    s = drain(peer);  // the message may be waiting at the FIFO's head
     if (s != Status::Success) failAll(s);
     return s;
   }

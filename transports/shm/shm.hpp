@@ -206,6 +206,17 @@ class ShmTransport final : public Transport {
   bool pumpLL(Peer& p, const SendOp& op);
   /// Consumes LL records from `src` while they are next in order; *moved: it consumed any.
   Status drainLL(int src, bool* moved);
+  /// *n = the lines of the whole record at line `t` of `src`'s LL FIFO, 0 when none is there
+  /// yet; *h its head. InternalError for a corrupt one.
+  Status llRecordAt(int src, uint64_t t, shm::LLHead* h, uint64_t* n) const;
+  /// Takes the record at `t` (its lines `n`, head `h`): into `r` (completed), or with no
+  /// receive into the unexpected queue; frees its lines (llFreed tells a waiting sender).
+  void llConsume(int src, uint64_t t, uint64_t n, const shm::LLHead& h, const RecvOp* r);
+  void llFreed(int src);
+  /// A receive with nothing else pending from `src`: takes its message straight from the head
+  /// of the LL FIFO when that is the one, next in order (no posting, no drain). False otherwise
+  /// (*s: a corrupt record).
+  bool takeLLHead(int src, const RecvOp& r, Status* s);
   Status drainSlots(int src);  // consumes slot fragments from `src` while they are next
   /// Whether `src`'s LL FIFO holds a whole record drainLL has not looked at (any thread).
   bool llNew(int src) const;

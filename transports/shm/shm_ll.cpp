@@ -64,29 +64,91 @@ bool ShmTransport::llWholeAt(int src, uint64_t t) const {
   return own_.llLine(src, last)->flag.load(std::memory_order_acquire) == last + 1;
 }
 
+Status ShmTransport::llRecordAt(int src, uint64_t t, shm::LLHead* h, uint64_t* n) const {
+  const shm::LLLine* l0 = own_.llLine(src, t);
+  *n = 0;
+  if (l0->flag.load(std::memory_order_acquire) != t + 1) return Status::Success;
+  std::memcpy(h, l0->data, sizeof *h);  // copy: the peer owns the memory
+  const uint64_t lines = shm::llLinesFor(h->bytes);
+  if (h->bytes > shm::kLLMaxBytes || lines > own_.llLines() / 2) {
+    WARN("shm: rank %d: corrupt LL record from rank %d (tag 0x%" PRIx64 ", %" PRIu32 " bytes)",
+         rank_, src, h->tag, h->bytes);
+    return Status::InternalError;
+  }
+  // The sender writes the first line last, so the others are nearly always there.
+  for (uint64_t i = 1; i < lines; ++i)  // in address order, as the prefetcher likes
+    if (own_.llLine(src, t + i)->flag.load(std::memory_order_acquire) != t + i + 1)
+      return Status::Success;
+  *n = lines;
+  return Status::Success;
+}
+
+void ShmTransport::llConsume(int src, uint64_t t, uint64_t n, const shm::LLHead& h,
+                             const RecvOp* r) {
+  Peer& p = peers_[static_cast<size_t>(src)];
+  const char* data = reinterpret_cast<const char*>(own_.llLine(src, t)->data) + sizeof h;
+  if (n > 1) {  // gather the lines' data into one run
+    char* stage = llStage_.get();
+    std::memcpy(stage, data, shm::kLLFirst);
+    size_t off = shm::kLLFirst;
+    for (uint64_t i = 1; i < n; ++i) {
+      const size_t k = std::min<size_t>(shm::LLLine::kData, h.bytes - off);
+      std::memcpy(stage + off, own_.llLine(src, t + i)->data, k);
+      off += k;
+    }
+    data = stage;
+  }
+  if (r == nullptr) {
+    p.unexpected.push_back(
+        Unexpected{h.tag, h.bytes, h.bytes, true, std::unique_ptr<char[]>(new char[h.bytes + 1])});
+    if (h.bytes) std::memcpy(p.unexpected.back().data.get(), data, h.bytes);
+  } else {
+    deliver(*r, 0, data, h.bytes);
+    complete(r->req, Status::Success);
+  }
+  p.llTail = t + n;
+  own_.ring(src)->llTail.store(p.llTail, std::memory_order_release);
+  ++p.recvSeq;
+}
+
+void ShmTransport::llFreed(int src) {
+  // Pairs with the sender's llSenderWaits store before its second look at llTail (Dekker).
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+  shm::RingControl* rc = own_.ring(src);
+  if (rc->llSenderWaits.load(std::memory_order_relaxed) != 0) {
+    rc->llSenderWaits.store(0, std::memory_order_relaxed);
+    peers_[static_cast<size_t>(src)].seg.ringDoorbell();
+  }
+}
+
+bool ShmTransport::takeLLHead(int src, const RecvOp& r, Status* s) {
+  Peer& p = peers_[static_cast<size_t>(src)];
+  shm::LLHead h;
+  uint64_t n = 0;
+  const uint64_t t = p.llTail;
+  *s = llRecordAt(src, t, &h, &n);
+  // Anything but the very message wanted, next in the pair's order, goes the general way.
+  if (*s != Status::Success || n == 0 || h.seq != p.recvSeq || h.tag != r.tag ||
+      h.bytes != r.bytes)
+    return false;
+  llConsume(src, t, n, h, &r);
+  llLook_[static_cast<size_t>(src)].store(t + n, std::memory_order_relaxed);
+  llFreed(src);
+  return true;
+}
+
 Status ShmTransport::drainLL(int src, bool* moved) {
   Peer& p = peers_[static_cast<size_t>(src)];
   shm::RingControl* rc = own_.ring(src);
-  const uint64_t lines = own_.llLines();
   bool freed = false;
   uint64_t look = p.llTail;  // where a waiter watches for news: past what we have looked at
   while (true) {
     const uint64_t t = p.llTail;
     look = t;
-    const shm::LLLine* l0 = own_.llLine(src, t);
-    if (l0->flag.load(std::memory_order_acquire) != t + 1) break;
     shm::LLHead h;
-    std::memcpy(&h, l0->data, sizeof h);  // copy: the peer owns the memory
-    const uint64_t n = shm::llLinesFor(h.bytes);
-    if (h.bytes > shm::kLLMaxBytes || n > lines / 2) {
-      WARN("shm: rank %d: corrupt LL record from rank %d (tag 0x%" PRIx64 ", %" PRIu32 " bytes)",
-           rank_, src, h.tag, h.bytes);
-      return Status::InternalError;
-    }
-    bool whole = true;  // the sender writes the first line last, so this is nearly always so
-    for (uint64_t i = 1; i < n && whole; ++i)  // in address order, as the prefetcher likes
-      whole = own_.llLine(src, t + i)->flag.load(std::memory_order_acquire) == t + i + 1;
-    if (!whole) break;
+    uint64_t n = 0;
+    NLCHECK(llRecordAt(src, t, &h, &n));
+    if (n == 0) break;
     look = t + n;
     // An earlier message (in the slot FIFO) goes first, and so does one in progress there.
     if (p.cur != Target::None || h.seq != p.recvSeq) break;
@@ -102,40 +164,17 @@ Status ShmTransport::drainLL(int src, bool* moved) {
           rc->head.load(std::memory_order_acquire) != rc->tail.load(std::memory_order_relaxed);
       if (!behind) break;
     }
-    const char* data = reinterpret_cast<const char*>(l0->data) + sizeof h;
-    if (n > 1) {  // gather the lines' data into one run
-      char* stage = llStage_.get();
-      std::memcpy(stage, data, shm::kLLFirst);
-      size_t off = shm::kLLFirst;
-      for (uint64_t i = 1; i < n; ++i) {
-        const size_t k = std::min<size_t>(shm::LLLine::kData, h.bytes - off);
-        std::memcpy(stage + off, own_.llLine(src, t + i)->data, k);
-        off += k;
-      }
-      data = stage;
+    if (posted && mismatch) {  // completed with InvalidUsage: the record is dropped
+      p.llTail = t + n;
+      rc->llTail.store(p.llTail, std::memory_order_release);
+      ++p.recvSeq;
+    } else {
+      llConsume(src, t, n, h, posted ? &r : nullptr);
     }
-    if (!posted) {
-      p.unexpected.push_back(
-          Unexpected{h.tag, h.bytes, h.bytes, true, std::unique_ptr<char[]>(new char[h.bytes + 1])});
-      if (h.bytes) std::memcpy(p.unexpected.back().data.get(), data, h.bytes);
-    } else if (!mismatch) {
-      deliver(r, 0, data, h.bytes);
-      complete(r.req, Status::Success);
-    }
-    p.llTail = t + n;
-    rc->llTail.store(p.llTail, std::memory_order_release);
-    ++p.recvSeq;
     *moved = freed = true;
   }
   llLook_[static_cast<size_t>(src)].store(look, std::memory_order_relaxed);
-  if (freed) {
-    // Pairs with the sender's llSenderWaits store before its second look at llTail (Dekker).
-    std::atomic_thread_fence(std::memory_order_seq_cst);
-    if (rc->llSenderWaits.load(std::memory_order_relaxed) != 0) {
-      rc->llSenderWaits.store(0, std::memory_order_relaxed);
-      p.seg.ringDoorbell();
-    }
-  }
+  if (freed) llFreed(src);
   return Status::Success;
 }
 
