@@ -89,13 +89,20 @@ TEST(StreamsTest, ErrorSurfacesAtSynchronizeAndAsyncError) {
   EXPECT_EQ(nlcclStreamDestroy(stream), nlcclSuccess);
 }
 
+/// Two communicators (one process, two ranks) made under NLCCL_CHECK, whose cross-rank check
+/// turns a mismatched call into a non-fatal InvalidUsage.
+std::vector<nlcclComm_t> checkedComms() {
+  setenv("NLCCL_CHECK", "1", 1);
+  std::vector<nlcclComm_t> comms(2);
+  EXPECT_EQ(nlcclCommInitAll(comms.data(), 2, nullptr), nlcclSuccess);
+  unsetenv("NLCCL_CHECK");
+  return comms;
+}
+
 // A non-fatal error (a mismatched call under NLCCL_CHECK leaves the communicator usable) is
 // reported once, not kept.
 TEST(StreamsTest, NonFatalErrorsAreReportedOnce) {
-  setenv("NLCCL_CHECK", "1", 1);
-  std::vector<nlcclComm_t> comms(2);
-  ASSERT_EQ(nlcclCommInitAll(comms.data(), 2, nullptr), nlcclSuccess);
-  unsetenv("NLCCL_CHECK");
+  const std::vector<nlcclComm_t> comms = checkedComms();
   runRanks(2, [&](int r) {
     nlcclStream_t stream;
     ASSERT_EQ(nlcclStreamCreate(&stream), nlcclSuccess);
@@ -117,10 +124,7 @@ TEST(StreamsTest, NonFatalErrorsAreReportedOnce) {
 // A synchronize behind many queued calls runs them in batches (core/stream.cpp): a failed one in
 // the middle is reported once, and the calls queued before and after it still run.
 TEST(StreamsTest, AFailureInsideABatchIsReportedAndTheRestRun) {
-  setenv("NLCCL_CHECK", "1", 1);
-  std::vector<nlcclComm_t> comms(2);
-  ASSERT_EQ(nlcclCommInitAll(comms.data(), 2, nullptr), nlcclSuccess);
-  unsetenv("NLCCL_CHECK");
+  const std::vector<nlcclComm_t> comms = checkedComms();
   runRanks(2, [&](int r) {
     nlcclStream_t stream;
     ASSERT_EQ(nlcclStreamCreate(&stream), nlcclSuccess);
