@@ -126,6 +126,50 @@ TEST(ShmLL, SameTagWithSmallerThreshold4Ranks) {
 // does not fit and must be woken when the receiver frees lines (it sleeps meanwhile). The
 // receiver posts its receives in reverse order, so each record ahead of the wanted one moves to
 // the unexpected queue.
+// The activity epoch moves whenever a record arrives, even when progress() has looked at
+// another one since the epoch was read: rank 0 reads the epoch while rank 2's record (no receive
+// for it yet) is new, progress() looks at that record, then rank 1's arrives. A count of "peers
+// with a record not looked at" read 1, 0, then 1 again, so a wait from that epoch slept through
+// the arrival until its timeout (four ranks on two cores lost half their time that way).
+TEST(ShmLL, EpochMovesForAnArrivalAfterProgressLookedAtAnother) {
+  auto body = [](int rank, Shared* sh) {
+    auto t = makeTransport(sh, rank, 3);
+    CHILD_CHECK(t);
+    std::vector<char> out(16, static_cast<char>(rank)), in1(16), in2(16);
+    auto waitFlag = [&](int i) {
+      const auto end = Clock::now() + std::chrono::seconds(10);
+      while (sh->flag[i].load() == 0 && Clock::now() < end) usleep(100);
+      return sh->flag[i].load() != 0;
+    };
+    if (rank != 0) {
+      if (rank == 1) CHILD_CHECK(waitFlag(3));  // rank 1 sends once rank 0 has looked
+      Request s;
+      CHILD_CHECK(t->postSend(0, 40 + rank, out.data(), out.size(), &s) == Status::Success);
+      CHILD_CHECK(s.done.load());  // an LL record: complete once written
+      sh->flag[rank].store(1);
+      CHILD_CHECK(waitFlag(4));  // stay until rank 0 is done
+      return 0;
+    }
+    CHILD_CHECK(waitFlag(2));
+    const auto end = Clock::now() + std::chrono::seconds(10);
+    uint32_t seen = t->activityEpoch();
+    CHILD_CHECK(t->progress() == Status::Success);  // looks at rank 2's record, which stays
+    sh->flag[3].store(1);
+    CHILD_CHECK(waitFlag(1));
+    // Rank 1's record is whole in our FIFO now: the epoch read before must differ.
+    while (t->activityEpoch() == seen && Clock::now() < end) usleep(100);
+    CHILD_CHECK(t->activityEpoch() != seen);
+    Request r1, r2;
+    CHILD_CHECK(t->postRecv(1, 41, in1.data(), in1.size(), nullptr, &r1) == Status::Success);
+    CHILD_CHECK(t->postRecv(2, 42, in2.data(), in2.size(), nullptr, &r2) == Status::Success);
+    CHILD_CHECK(drive(*t, {&r1, &r2}, milliseconds(10000)) == Status::Success);
+    CHILD_CHECK(in1 == std::vector<char>(16, 1) && in2 == std::vector<char>(16, 2));
+    sh->flag[4].store(1);
+    return 0;
+  };
+  EXPECT_EQ(runForked(3, body), (std::vector<int>{0, 0, 0}));
+}
+
 TEST(ShmLL, FullFifoWakesTheSenderAndRecordsMoveAside) {
   ScopedEnv ll("NLCCL_SHM_LL_BYTES", "4096");
   auto codes = runForked(2, [](int rank, Shared* sh) {

@@ -220,7 +220,10 @@ class ShmTransport final : public Transport {
   Status drainSlots(int src);  // consumes slot fragments from `src` while they are next
   /// Whether `src`'s LL FIFO holds a whole record drainLL has not looked at (any thread).
   bool llNew(int src) const;
-  uint32_t llNews() const;  // how many peers' FIFOs do
+  /// Over the peers: the line drainLL has looked up to, plus one while a whole record waits
+  /// there. It only grows (drain looks past a record, of at least one line, only once it is
+  /// whole), and grows whenever a record arrives where drain looks next.
+  uint32_t llProgress() const;
   /// Whether a whole record waits at the head of `src`'s LL FIFO (its first and last lines are
   /// valid; the sender writes the first last). Any thread may ask.
   bool llReady(int src) const {

@@ -178,10 +178,13 @@ Status ShmTransport::drainLL(int src, bool* moved) {
   return Status::Success;
 }
 
-uint32_t ShmTransport::llNews() const {
-  uint32_t n = 0;
-  for (int p : served_) n += llNew(p) ? 1 : 0;
-  return n;
+uint32_t ShmTransport::llProgress() const {
+  uint64_t n = 0;
+  for (int p : served_) {
+    const uint64_t look = llLook_[static_cast<size_t>(p)].load(std::memory_order_relaxed);
+    n += look + (llWholeAt(p, look) ? 1 : 0);
+  }
+  return static_cast<uint32_t>(n);
 }
 
 }  // namespace nlccl::transport
