@@ -193,12 +193,15 @@ void OfiTransport::failAll(Status why) {
     for (Outgoing& o : p.outq)
       if (o.req) finish(o.req, why);
     for (auto& [id, s] : p.sends) finish(s->req, why);
-    for (RecvOp& r : p.posted) finish(r.req, why);
+    for (RecvOp& r : p.posted)
+      if (!r.pre) finish(r.req, why);  // granted ahead: in recvs_
     p.outq.clear();
     p.sends.clear();
     p.posted.clear();
     p.unexpected.clear();
     p.granting.clear();
+    p.grants.clear();
+    p.eagerLog.clear();
     p.early.clear();
     p.recvsActive = 0;
     p.eagerInFlight = 0;
