@@ -380,7 +380,7 @@ Status OfiTransport::applyGrant(int src, SendOp* s, const CtrlHeader& h) {
     op->critical = true;
     pendingTx_.push_back(op);
   }
-  return retryTx();
+  return Status::Success;  // sent from pumpAll, after the control messages (see there)
 }
 
 // Queues the fragments of [h.offset, h.offset + h.bytes) of `s`, tagged from h.dataId.
@@ -405,7 +405,7 @@ Status OfiTransport::sendFrags(int src, SendOp& s, const CtrlHeader& h) {
     op->critical = true;
     pendingTx_.push_back(op);
   }
-  return retryTx();
+  return Status::Success;  // sent from pumpAll, after the control messages (see there)
 }
 
 Status OfiTransport::retryTx() {
