@@ -262,6 +262,7 @@ Status OfiTransport::sizeMismatch(Peer& p, int src, const RecvOp& r, size_t sent
 }
 
 Status OfiTransport::startRndv(Peer& p, int src, const RecvOp& r, uint64_t msgId) {
+  ++rndvRecvs_;
   auto rr = std::make_unique<RndvRecv>();
   rr->peer = src;
   rr->msgId = msgId;

@@ -309,6 +309,7 @@ class OfiTransport final : public Transport {
   size_t preRx_ = 0;         // data receives posted by Grants (at most rxCap_ / 4)
   size_t preBounce_ = 0;     // bounce chunks they hold (at most kBounceChunks / 2)
   uint64_t grantsSent_ = 0;
+  uint64_t rndvRecvs_ = 0;   // rendezvous receives matched or granted ahead (for the log)
   ofi::TagLayout tags_;
   std::unique_ptr<ofi::Fabric> fab_;
   std::unique_ptr<ofi::MrCache> mr_;

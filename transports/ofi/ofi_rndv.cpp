@@ -247,6 +247,7 @@ Status OfiTransport::pregrant(Peer& p, int peer, RecvOp* r) {
   h.fragBytes = r->reduce ? bounceBytes_ : fragBytes_;
   p.outq.push_back(Outgoing{h, nullptr, nullptr});
   ++grantsSent_;
+  ++rndvRecvs_;
   ++p.recvsActive;
   r->pre = rr.get();
   RndvRecv* key = rr.get();

@@ -475,6 +475,10 @@ void OfiTransport::linger() {
 
 OfiTransport::~OfiTransport() {
   std::lock_guard<std::mutex> lock(mu_);
+  if (rndvRecvs_)
+    INFO(log::kNet, "ofi: rank %d: %llu of %llu rendezvous receives granted ahead of their Rts",
+         rank_, static_cast<unsigned long long>(grantsSent_),
+         static_cast<unsigned long long>(rndvRecvs_));
   if (failed_ == Status::Success && fab_ && fab_->ep) linger();
   closeFabric();
   if (eventFd_ >= 0) close(eventFd_);
