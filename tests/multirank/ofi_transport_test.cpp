@@ -293,6 +293,85 @@ TEST_P(OfiTransportTest, SizeMismatchIsInvalidUsage) {
   EXPECT_EQ(codes, (std::vector<int>{0, 0}));
 }
 
+// A rendezvous receive posted before its message announced itself grants it at once (Grant):
+// the sender then sends the data without waiting for an answer to its Rts, so the send completes
+// while the receiver, after posting, makes no progress at all. Without the Grant the send waits
+// for the receiver's clear-to-send for as long as the receiver is away.
+TEST_P(OfiTransportTest, ReceivePostedFirstGrantsAheadOfTheRts) {
+  ScopedEnv eager("NLCCL_OFI_EAGER_BYTES", "1K");  // a small rendezvous message fits any buffer
+  auto codes = runOfi(2, [](int rank, Shared* sh) {
+    auto t = makeOfi(sh, rank, 2);
+    CHILD_CHECK(t);
+    CHILD_CHECK(t->eagerBytes() == 1024);
+    Messages m({3000}, rank == 0, [](size_t, size_t k) { return static_cast<char>(k * 13 + 1); });
+    if (rank == 1) {
+      CHILD_CHECK(t->postRecv(0, 9, m.bufs[0].data(), 3000, nullptr, &m.reqs[0]) ==
+                  Status::Success);
+      const uint64_t grants = t->earlyGrants();
+      spin(*t, milliseconds(50));  // the Grant is on its way
+      sh->flag[0].store(1);
+      auto end = Clock::now() + milliseconds(5000);  // away: no progress here
+      while (sh->flag[1].load() == 0 && Clock::now() < end) usleep(1000);
+      const bool sentWhileAway = sh->flag[1].load() == 1;
+      CHILD_CHECK(drive(*t, m.ptrs, milliseconds(10000)) == Status::Success);
+      sh->flag[2].store(1);
+      CHILD_CHECK(m.holds());
+      CHILD_CHECK(sentWhileAway);
+      CHILD_CHECK(grants == 1);
+      return 0;
+    }
+    while (sh->flag[0].load() == 0) spin(*t, milliseconds(5));  // the Grant comes before the send
+    CHILD_CHECK(t->postSend(1, 9, m.bufs[0].data(), 3000, &m.reqs[0]) == Status::Success);
+    CHILD_CHECK(drive(*t, m.ptrs, milliseconds(10000)) == Status::Success);
+    sh->flag[1].store(1);
+    while (sh->flag[2].load() == 0) spin(*t, milliseconds(5));
+    CHILD_CHECK(t->earlyGrants() == 0);
+    return 0;
+  });
+  EXPECT_EQ(codes, (std::vector<int>{0, 0}));
+}
+
+// Grants for messages of another size: a rendezvous message (answered with empty fragments, then
+// refused) and an eager one. Both receives fail, the buffers the Grants posted are consumed, and
+// the next message on the same tags goes through.
+TEST_P(OfiTransportTest, GrantedReceiveOfAnotherSizeFails) {
+  auto codes = runOfi(2, [](int rank, Shared* sh) {
+    auto t = makeOfi(sh, rank, 2);
+    CHILD_CHECK(t);
+    const size_t big = t->eagerBytes() * 3;
+    Messages m({big, big}, rank == 0, [](size_t i, size_t k) { return static_cast<char>(i + k); });
+    std::vector<char> junk(big * 2);
+    Request a, b;
+    if (rank == 1) {
+      CHILD_CHECK(t->postRecv(0, 1, junk.data(), big + 4, nullptr, &a) == Status::Success);
+      CHILD_CHECK(t->postRecv(0, 2, junk.data(), big, nullptr, &b) == Status::Success);
+      const uint64_t grants = t->earlyGrants();
+      sh->flag[0].store(1);
+      CHILD_CHECK(drive(*t, {&a}, milliseconds(5000)) == Status::InvalidUsage);
+      CHILD_CHECK(drive(*t, {&b}, milliseconds(5000)) == Status::InvalidUsage);
+      for (int i = 0; i < 2; ++i)
+        CHILD_CHECK(t->postRecv(0, 1 + i, m.bufs[i].data(), big, nullptr, &m.reqs[i]) ==
+                    Status::Success);
+      CHILD_CHECK(drive(*t, m.ptrs, milliseconds(5000)) == Status::Success);
+      sh->flag[1].store(1);
+      CHILD_CHECK(m.holds());
+      CHILD_CHECK(grants == 2);  // both went through Grants
+      return 0;
+    }
+    while (sh->flag[0].load() == 0) spin(*t, milliseconds(5));
+    t->postSend(1, 1, junk.data(), big, &a);
+    t->postSend(1, 2, junk.data(), 600, &b);
+    CHILD_CHECK(drive(*t, {&a}, milliseconds(5000)) == Status::InvalidUsage);
+    CHILD_CHECK(drive(*t, {&b}, milliseconds(5000)) == Status::Success);  // eager: gone
+    for (int i = 0; i < 2; ++i)
+      CHILD_CHECK(t->postSend(1, 1 + i, m.bufs[i].data(), big, &m.reqs[i]) == Status::Success);
+    CHILD_CHECK(drive(*t, m.ptrs, milliseconds(5000)) == Status::Success);
+    while (sh->flag[1].load() == 0) spin(*t, milliseconds(5));
+    return 0;
+  });
+  EXPECT_EQ(codes, (std::vector<int>{0, 0}));
+}
+
 // ---- failures ----
 
 // Ranks exchange 1 MiB messages in a loop; the parent SIGKILLs rank `victim` mid-exchange. The

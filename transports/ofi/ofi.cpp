@@ -58,6 +58,7 @@ Status OfiTransport::postSend(int peer, uint64_t tag, const void* buf, size_t by
     h.seq = p.nextSeq++;
     h.tag = tag;
     h.bytes = bytes;
+    SendOp* rndv = nullptr;
     if (bytes <= eagerBytes_) {
       h.type = MsgType::Eager;
       p.outq.push_back(Outgoing{h, static_cast<const char*>(buf), req});
@@ -70,10 +71,14 @@ Status OfiTransport::postSend(int peer, uint64_t tag, const void* buf, size_t by
       op->buf = static_cast<const char*>(buf);
       op->bytes = bytes;
       op->req = req;
+      op->seq = h.seq;
+      rndv = op.get();
       p.sends.emplace(h.msgId, std::move(op));
       p.outq.push_back(Outgoing{h, nullptr, nullptr});
     }
     s = pumpCtrl(peer);
+    if (s == Status::Success && !p.grants.empty())  // the receive was posted first
+      s = takeGrant(peer, rndv, rndv == nullptr, tag);
   }
   return s == Status::Success ? s : fail(s);
 }
@@ -106,7 +111,9 @@ Status OfiTransport::postRecv(int peer, uint64_t tag, void* buf, size_t bytes,
     auto it = std::find_if(p.unexpected.begin(), p.unexpected.end(),
                            [&](const Unexpected& u) { return u.tag == tag; });
     if (it == p.unexpected.end()) {
+      s = pregrant(p, peer, &r);
       p.posted.push_back(r);
+      if (s == Status::Success && r.pre) s = pumpCtrl(peer);
     } else {
       Unexpected u = std::move(*it);
       p.unexpected.erase(it);
@@ -172,8 +179,9 @@ Status OfiTransport::onCtrl(Op* op, size_t len) {
         if (h.type == MsgType::Pong) p.pingOut = false;  // lastHeard is now: next Ping later
         return repostCtrl(op);
       case MsgType::Cts:
+      case MsgType::Grant:
         if (len != sizeof h) break;
-        NLCHECK(onCts(src, h));
+        NLCHECK(h.type == MsgType::Cts ? onCts(src, h) : onGrant(src, h));
         ++p.toReturn;
         return repostCtrl(op);
       case MsgType::Eager:
@@ -214,7 +222,9 @@ Status OfiTransport::onSequenced(Peer& p, int src, Op* op) {
   if (it != p.posted.end()) {
     RecvOp r = *it;
     p.posted.erase(it);
-    if (r.bytes != h.bytes) {
+    if (r.pre) {
+      NLCHECK(matchPregranted(p, src, r, h));
+    } else if (r.bytes != h.bytes) {
       NLCHECK(sizeMismatch(p, src, r, h.bytes, rts, h.msgId));
     } else if (rts) {
       NLCHECK(startRndv(p, src, r, h.msgId));
@@ -252,6 +262,7 @@ Status OfiTransport::sizeMismatch(Peer& p, int src, const RecvOp& r, size_t sent
 }
 
 Status OfiTransport::startRndv(Peer& p, int src, const RecvOp& r, uint64_t msgId) {
+  ++rndvRecvs_;
   auto rr = std::make_unique<RndvRecv>();
   rr->peer = src;
   rr->msgId = msgId;

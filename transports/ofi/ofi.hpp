@@ -15,6 +15,17 @@
 //   into registered bounce chunks that are reduced into it when the receive has a Reducer. Grants
 //   are bounded (bytes per message, bounce chunks, the provider's rx queue), fragments are at most
 //   the provider's max_msg_size (or NLCCL_OFI_MAX_MSG_BYTES), so data never arrives unexpected.
+// - Grant ahead of the Rts: a rendezvous-sized receive posted before its Rts arrived (and the
+//   first one posted for its (peer, tag)) posts its first fragments at once and sends a Grant:
+//   a Cts naming (tag, the receiver's next expected seq) instead of the sender's msgId, since
+//   messages of one (peer, tag) match in seq order, so it is for the sender's first message with
+//   that tag and a seq at least that. The sender sends the data as soon as it has both the Grant
+//   and the send (whichever comes second), without waiting for a round trip after its Rts; the
+//   Rts still goes (it is sequenced), and its receiver, finding the receive already granted,
+//   only grants what is left. A Grant whose message turns out to be of another size is answered
+//   with empty fragments, so the receive's posted buffers are consumed before it fails. Grants
+//   hold at most half the bounce chunks and a quarter of the rx queue, so Rts-driven grants
+//   (whose senders are waiting) always find room.
 // Tagged rendezvous rather than RMA: the provider moves large tagged messages zero-copy itself
 // (rxm reads them with RMA over tcp, efa with its own read protocol), and the one remote-access
 // key would be ours to manage per user buffer.
@@ -126,6 +137,8 @@ class OfiTransport final : public Transport {
   size_t registrations() const;
   /// Peers that have been set up (sent to or received from at least once).
   int activePeers() const;
+  /// Grants this rank sent ahead of an Rts (receives posted before their message announced itself).
+  uint64_t earlyGrants() const;
 
  private:
   enum class OpKind : uint8_t { CtrlRecv, CtrlSend, DataRecv, DataSend };
@@ -146,6 +159,7 @@ class OfiTransport final : public Transport {
     size_t offset = 0;          // DataRecv: where the fragment goes in the message
     int bounce = -1;            // DataRecv: bounce chunk, or -1 when straight into the buffer
     uint64_t tag = 0;           // DataSend: retried with the same tag
+    bool pre = false;           // DataRecv: posted by a Grant (counted in preRx_, preBounce_)
     Request* req = nullptr;     // CtrlSend of an Eager message: the user's send
   };
   struct RecvOp {
@@ -155,6 +169,7 @@ class OfiTransport final : public Transport {
     Reducer reducer;
     bool reduce;
     Request* req;
+    RndvRecv* pre = nullptr;  // granted ahead of its Rts (in recvs_ already)
   };
   struct SendOp {  // a rendezvous send: waits for grants, completes when every fragment has
     uint64_t tag;
@@ -163,6 +178,9 @@ class OfiTransport final : public Transport {
     size_t bytes;
     Request* req;
     size_t done = 0;  // bytes whose fragment send completed
+    uint64_t seq = 0;        // the Rts's sequence number (matches Grants)
+    size_t grantedTo = 0;    // bytes granted so far: grants come in order, from offset 0
+    bool preMatched = false; // a Grant was taken for it
     void* desc = nullptr;
     ofi::MrCache::Entry* mr = nullptr;
   };
@@ -172,6 +190,8 @@ class OfiTransport final : public Transport {
     RecvOp r;
     size_t granted = 0;
     size_t arrived = 0;
+    bool matched = true;     // false while granted ahead of an Rts that has not been handled
+    Status status = Status::Success;  // InvalidUsage: the sender's message has another size
     void* desc = nullptr;
     ofi::MrCache::Entry* mr = nullptr;
   };
@@ -204,6 +224,11 @@ class OfiTransport final : public Transport {
     uint64_t nextMsgId = 1;
     std::unordered_map<uint64_t, std::unique_ptr<SendOp>> sends;  // rendezvous, by msgId
     std::deque<RndvRecv*> granting;  // matched receives with bytes not yet granted
+    std::deque<ofi::CtrlHeader> grants;  // Grants that came before their send was posted
+    // (seq, tag) of the last Eager messages sent: a Grant for one of them is a size mismatch.
+    // The receiver can be at most `credits` sequenced messages behind what was sent before its
+    // Grant (when control messages arrive in order), so the last kEagerLog cover every Grant.
+    std::deque<std::pair<uint64_t, uint64_t>> eagerLog;
     int recvsActive = 0;             // matched rendezvous receives still arriving
     int eagerInFlight = 0;           // Eager messages posted, not completed by the provider
     uint64_t nextDataId = 1;
@@ -241,7 +266,15 @@ class OfiTransport final : public Transport {
   Status sendFree(int peer, ofi::MsgType type);  // Credit, Ping, Pong: no credit needed
   Status takeBounce(char** chunk);
   Status grant(int peer);
+  Status postFrags(int peer, RndvRecv& r, bool pre, bool* stalled);
+  Status pregrant(Peer& p, int peer, RecvOp* r);
+  Status matchPregranted(Peer& p, int src, const RecvOp& r, const ofi::CtrlHeader& h);
+  void finishRndv(RndvRecv& r);
   Status onCts(int src, const ofi::CtrlHeader& h);
+  Status onGrant(int src, const ofi::CtrlHeader& h);
+  Status takeGrant(int src, SendOp* s, bool eager, uint64_t tag);
+  Status applyGrant(int src, SendOp* s, const ofi::CtrlHeader& h);
+  Status sendFrags(int src, SendOp& s, const ofi::CtrlHeader& h);
   Status retryTx();
   Status onDataRecv(Op* op, size_t len);
   Status onDataSend(Op* op);
@@ -273,6 +306,10 @@ class OfiTransport final : public Transport {
   size_t txCap_ = 0, rxCap_ = 0;
   size_t txPosted_ = 0, rxPosted_ = 0;
   size_t criticalTx_ = 0;    // posted control and data sends that carry data
+  size_t preRx_ = 0;         // data receives posted by Grants (at most rxCap_ / 4)
+  size_t preBounce_ = 0;     // bounce chunks they hold (at most kBounceChunks / 2)
+  uint64_t grantsSent_ = 0;
+  uint64_t rndvRecvs_ = 0;   // rendezvous receives matched or granted ahead (for the log)
   ofi::TagLayout tags_;
   std::unique_ptr<ofi::Fabric> fab_;
   std::unique_ptr<ofi::MrCache> mr_;

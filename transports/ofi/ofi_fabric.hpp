@@ -18,6 +18,8 @@ constexpr auto kProbeAfter = std::chrono::milliseconds(1000);
 constexpr auto kUnreachableAfter = std::chrono::milliseconds(2000);
 /// Bounce chunks for reduce on arrival (each bounceBytes_), allocated on first need.
 constexpr size_t kBounceChunks = 32;
+/// Eager messages a sender remembers per peer to tell a Grant for one of them (at least credits).
+constexpr size_t kEagerLog = 1024;
 
 struct Fabric {
   fi_info* info = nullptr;

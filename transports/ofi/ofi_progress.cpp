@@ -43,8 +43,12 @@ Status OfiTransport::progressLocked() {
   return Status::Success;
 }
 
-// Everything that waited for room or credits: control receives, data sends, grants, control
-// messages and credit returns.
+// Everything that waited for room or credits: control receives, grants, control messages and
+// credit returns, then data sends. Control first: a provider that sends in order per peer (tcp)
+// puts a grant posted after a large fragment behind that fragment, so the peer's data, which
+// waits for the grant, would start only once ours has gone (both directions one after the
+// other instead of at once: with grants ahead of the request and fragments sent as soon as a
+// grant was handled, 2 ranks exchanging 1-4 MiB took up to 1.6x as long).
 Status OfiTransport::pumpAll() {
   while (!pendingRx_.empty()) {
     Op* op = pendingRx_.front();
@@ -53,14 +57,13 @@ Status OfiTransport::pumpAll() {
     NLCHECK(repostCtrl(op));
     if (pendingRx_.size() > before) break;  // still no room
   }
-  NLCHECK(retryTx());
   for (int peer : active_) {
     Peer& p = peers_[static_cast<size_t>(peer)];
     if (!p.granting.empty()) NLCHECK(grant(peer));
     if (!p.outq.empty() || p.creditPending || p.pongOwed || p.toReturn >= creditThreshold())
       NLCHECK(pumpCtrl(peer));
   }
-  return Status::Success;
+  return retryTx();
 }
 
 Status OfiTransport::pollCq(int* handled) {
@@ -193,12 +196,15 @@ void OfiTransport::failAll(Status why) {
     for (Outgoing& o : p.outq)
       if (o.req) finish(o.req, why);
     for (auto& [id, s] : p.sends) finish(s->req, why);
-    for (RecvOp& r : p.posted) finish(r.req, why);
+    for (RecvOp& r : p.posted)
+      if (!r.pre) finish(r.req, why);  // granted ahead: in recvs_
     p.outq.clear();
     p.sends.clear();
     p.posted.clear();
     p.unexpected.clear();
     p.granting.clear();
+    p.grants.clear();
+    p.eagerLog.clear();
     p.early.clear();
     p.recvsActive = 0;
     p.eagerInFlight = 0;

@@ -5,6 +5,7 @@
 #include <rdma/fi_tagged.h>
 
 #include <algorithm>
+#include <cinttypes>
 #include <cstring>
 
 #include "transports/ofi/ofi.hpp"
@@ -62,6 +63,10 @@ Status OfiTransport::pumpCtrl(int peer) {
       op->req = o.req;
       eagerOps_.insert(op);
       ++p.eagerInFlight;
+    }
+    if (o.h.type == MsgType::Eager) {
+      p.eagerLog.emplace_back(o.h.seq, o.h.tag);
+      if (p.eagerLog.size() > ofi::kEagerLog) p.eagerLog.pop_front();
     }
     p.outq.pop_front();
   }
@@ -126,57 +131,73 @@ Status OfiTransport::takeBounce(char** chunk) {
   return Status::Success;
 }
 
-// Posts receives for the next fragments of `peer`'s matched rendezvous receives, as far as the
-// window, the bounce chunks and the rx queue allow, and tells the sender with one Cts per
-// receive. Fragments land in the destination, or in a bounce chunk when the receive reduces.
+// Posts receives for the next fragments of `r` from r.granted on, as far as the window, the
+// bounce chunks and the rx queue allow (Grants, `pre`: their own smaller share of both);
+// *stalled when something ran out before the whole message was granted.
+Status OfiTransport::postFrags(int peer, RndvRecv& r, bool pre, bool* stalled) {
+  Peer& p = peers_[static_cast<size_t>(peer)];
+  const size_t frag = r.r.reduce ? bounceBytes_ : fragBytes_;
+  *stalled = false;
+  while (r.granted < r.r.bytes) {
+    if (r.granted - r.arrived >= grantWindow_ || rxPosted_ >= rxCap_ ||
+        (pre && (preRx_ >= rxCap_ / 4 || (r.r.reduce && preBounce_ >= ofi::kBounceChunks / 2)))) {
+      *stalled = true;
+      break;
+    }
+    const size_t len = std::min(frag, r.r.bytes - r.granted);
+    Op* op = newOp(OpKind::DataRecv, peer);
+    op->recv = &r;
+    op->offset = r.granted;
+    op->bytes = len;
+    op->pre = pre;
+    if (r.r.reduce) {
+      NLCHECK(takeBounce(&op->buf));
+      if (!op->buf) {
+        freeOp(op);
+        *stalled = true;
+        break;
+      }
+      op->bounce = 1;
+      op->desc = bounceDesc_;
+    } else {
+      op->buf = r.r.buf + r.granted;
+      op->desc = r.desc;
+    }
+    int rc = fi_trecv(fab_->ep, op->buf, len, op->desc, FI_ADDR_UNSPEC,
+                      tags_.make(TagKind::Data, peer, p.nextDataId), 0, op->fiContext);
+    if (rc != 0) {
+      if (op->bounce >= 0) bounceFree_.push_back(op->buf);
+      freeOp(op);
+      if (rc == -FI_EAGAIN) {
+        *stalled = true;
+        break;
+      }
+      WARN("ofi: rank %d: posting a data receive from peer %d failed: %s", rank_, peer,
+           fi_strerror(-rc));
+      return Status::SystemError;
+    }
+    ++p.nextDataId;
+    ++rxPosted_;
+    if (pre) {
+      ++preRx_;
+      if (op->bounce >= 0) ++preBounce_;
+    }
+    r.granted += len;
+  }
+  return Status::Success;
+}
+
+// Posts receives for the next fragments of `peer`'s matched rendezvous receives and tells the
+// sender with one Cts per receive. Fragments land in the destination, or in a bounce chunk when
+// the receive reduces.
 Status OfiTransport::grant(int peer) {
   Peer& p = peers_[static_cast<size_t>(peer)];
   while (!p.granting.empty()) {
     RndvRecv& r = *p.granting.front();
-    const size_t frag = r.r.reduce ? bounceBytes_ : fragBytes_;
     const size_t start = r.granted;
     const uint64_t firstId = p.nextDataId;
     bool stalled = false;
-    while (r.granted < r.r.bytes) {
-      if (r.granted - r.arrived >= grantWindow_ || rxPosted_ >= rxCap_) {
-        stalled = true;
-        break;
-      }
-      const size_t len = std::min(frag, r.r.bytes - r.granted);
-      Op* op = newOp(OpKind::DataRecv, peer);
-      op->recv = &r;
-      op->offset = r.granted;
-      op->bytes = len;
-      if (r.r.reduce) {
-        NLCHECK(takeBounce(&op->buf));
-        if (!op->buf) {
-          freeOp(op);
-          stalled = true;
-          break;
-        }
-        op->bounce = 1;
-        op->desc = bounceDesc_;
-      } else {
-        op->buf = r.r.buf + r.granted;
-        op->desc = r.desc;
-      }
-      int rc = fi_trecv(fab_->ep, op->buf, len, op->desc, FI_ADDR_UNSPEC,
-                        tags_.make(TagKind::Data, peer, p.nextDataId), 0, op->fiContext);
-      if (rc != 0) {
-        if (op->bounce >= 0) bounceFree_.push_back(op->buf);
-        freeOp(op);
-        if (rc == -FI_EAGAIN) {
-          stalled = true;
-          break;
-        }
-        WARN("ofi: rank %d: posting a data receive from peer %d failed: %s", rank_, peer,
-             fi_strerror(-rc));
-        return Status::SystemError;
-      }
-      ++p.nextDataId;
-      ++rxPosted_;
-      r.granted += len;
-    }
+    NLCHECK(postFrags(peer, r, false, &stalled));
     if (r.granted > start) {
       CtrlHeader h{};
       h.magic = ofi::kWireMagic;
@@ -185,13 +206,94 @@ Status OfiTransport::grant(int peer) {
       h.offset = start;
       h.bytes = r.granted - start;
       h.dataId = firstId;
-      h.fragBytes = frag;
+      h.fragBytes = r.r.reduce ? bounceBytes_ : fragBytes_;
       p.outq.push_back(Outgoing{h, nullptr, nullptr});
     }
     if (r.granted == r.r.bytes) p.granting.pop_front();
     if (stalled) break;
   }
   return pumpCtrl(peer);
+}
+
+// A rendezvous-sized receive `r`, about to be queued in p.posted, whose Rts has not arrived:
+// when it is the first receive posted for its tag and Grants have room, its first fragments are
+// posted now and the sender told (Grant). r->pre then points at the granted receive.
+Status OfiTransport::pregrant(Peer& p, int peer, RecvOp* r) {
+  if (p.gone || r->bytes <= eagerBytes_) return Status::Success;
+  for (const RecvOp& o : p.posted)
+    if (o.tag == r->tag) return Status::Success;  // which message it gets depends on that one's
+  auto rr = std::make_unique<RndvRecv>();
+  rr->peer = peer;
+  rr->msgId = 0;
+  rr->r = *r;
+  rr->matched = false;
+  if (!r->reduce) NLCHECK(mr_->acquire(r->buf, r->bytes, &rr->desc, &rr->mr));
+  const uint64_t firstId = p.nextDataId;
+  bool stalled = false;
+  NLCHECK(postFrags(peer, *rr, true, &stalled));
+  if (rr->granted == 0) {  // no room: granted when its Rts comes
+    mr_->release(rr->mr);
+    return Status::Success;
+  }
+  CtrlHeader h{};
+  h.magic = ofi::kWireMagic;
+  h.type = MsgType::Grant;
+  h.seq = p.expectSeq;  // every earlier message has been matched, none to this receive
+  h.tag = r->tag;
+  h.msgId = r->bytes;
+  h.offset = 0;
+  h.bytes = rr->granted;
+  h.dataId = firstId;
+  h.fragBytes = r->reduce ? bounceBytes_ : fragBytes_;
+  p.outq.push_back(Outgoing{h, nullptr, nullptr});
+  ++grantsSent_;
+  ++rndvRecvs_;
+  ++p.recvsActive;
+  r->pre = rr.get();
+  RndvRecv* key = rr.get();
+  recvs_.emplace(key, std::move(rr));
+  return Status::Success;
+}
+
+// The sequenced message for a receive granted ahead (`r`, just taken off p.posted) arrived: an
+// Rts of the same size carries the msgId the rest of the grants need; any other is a mismatch,
+// and the receive fails once the fragments it posted have been consumed (the sender answers
+// the Grant with empty ones).
+Status OfiTransport::matchPregranted(Peer& p, int src, const RecvOp& r, const CtrlHeader& h) {
+  RndvRecv& rr = *r.pre;
+  rr.matched = true;
+  const bool rts = h.type == MsgType::Rts;
+  if (!rts || h.bytes != r.bytes) {
+    WARN("ofi: rank %d: message size mismatch from rank %d (tag 0x%" PRIx64
+         "): sender posted %zu bytes, receiver expects %zu",
+         rank_, src, r.tag, static_cast<size_t>(h.bytes), r.bytes);
+    rr.status = Status::InvalidUsage;
+    rr.r.bytes = rr.granted;  // no more grants: done once what was granted has come
+    if (rts) {  // the sender drops the message
+      CtrlHeader c{};
+      c.magic = ofi::kWireMagic;
+      c.type = MsgType::Cts;
+      c.msgId = h.msgId;
+      p.outq.push_back(Outgoing{c, nullptr, nullptr});
+    }
+  } else {
+    rr.msgId = h.msgId;
+    if (rr.granted < rr.r.bytes) {
+      p.granting.push_back(&rr);
+      NLCHECK(grant(src));
+    }
+  }
+  finishRndv(rr);
+  return Status::Success;
+}
+
+// Completes a rendezvous receive once its message was matched and everything granted arrived.
+void OfiTransport::finishRndv(RndvRecv& r) {
+  if (!r.matched || r.arrived < r.r.bytes) return;
+  finish(r.r.req, r.status);
+  mr_->release(r.mr);
+  --peers_[static_cast<size_t>(r.peer)].recvsActive;
+  recvs_.erase(&r);
 }
 
 // The receiver granted [offset, offset + bytes) of one of our rendezvous sends.
@@ -205,6 +307,11 @@ Status OfiTransport::onCts(int src, const CtrlHeader& h) {
     return Status::InternalError;
   }
   SendOp& s = *it->second;
+  if (h.fragBytes == 0 && s.grantedTo > 0) {  // fragments out for a Grant it did not match
+    WARN("ofi: rank %d: rank %d refused message %llu after granting it (mismatched sizes?)",
+         rank_, src, static_cast<unsigned long long>(h.msgId));
+    return Status::InternalError;
+  }
   if (h.fragBytes == 0) {  // the receiver posted another size; it has logged the mismatch
     WARN("ofi: rank %d: rank %d expected another size for a %zu-byte message (tag 0x%llx)", rank_,
          src, s.bytes, static_cast<unsigned long long>(s.tag));
@@ -213,6 +320,80 @@ Status OfiTransport::onCts(int src, const CtrlHeader& h) {
     p.sends.erase(it);
     return Status::Success;
   }
+  return sendFrags(src, s, h);
+}
+
+// A Grant: for our first message with its tag and a seq at least h.seq. When that send is not
+// posted yet, it waits for it (postSend calls takeGrant).
+Status OfiTransport::onGrant(int src, const CtrlHeader& h) {
+  Peer& p = peers_[static_cast<size_t>(src)];
+  if (h.offset != 0 || h.fragBytes == 0 || h.bytes == 0 || h.bytes > h.msgId) {
+    WARN("ofi: rank %d: malformed grant from rank %d", rank_, src);
+    return Status::InternalError;
+  }
+  SendOp* best = nullptr;
+  for (auto& [id, s] : p.sends)
+    if (s->tag == h.tag && s->seq >= h.seq && !s->preMatched && (!best || s->seq < best->seq))
+      best = s.get();
+  // An Eager message before it with the tag is the one the receive gets (of another size).
+  uint64_t eager = UINT64_MAX;
+  auto from = std::lower_bound(p.eagerLog.begin(), p.eagerLog.end(), h.seq,
+                               [](const std::pair<uint64_t, uint64_t>& e, uint64_t seq) {
+                                 return e.first < seq;
+                               });
+  for (auto e = from; e != p.eagerLog.end(); ++e)
+    if (e->second == h.tag) {
+      eager = e->first;
+      break;
+    }
+  for (const Outgoing& o : p.outq)
+    if (eager == UINT64_MAX && o.h.type == MsgType::Eager && o.h.tag == h.tag && o.h.seq >= h.seq)
+      eager = o.h.seq;
+  if (best && best->seq < eager) return applyGrant(src, best, h);
+  if (eager != UINT64_MAX) return applyGrant(src, nullptr, h);
+  p.grants.push_back(h);
+  return Status::Success;
+}
+
+// A send was just posted (`s`, or an Eager message when `eager`): a Grant that came first for
+// its tag is its.
+Status OfiTransport::takeGrant(int src, SendOp* s, bool eager, uint64_t tag) {
+  Peer& p = peers_[static_cast<size_t>(src)];
+  auto it = std::find_if(p.grants.begin(), p.grants.end(),
+                         [&](const CtrlHeader& g) { return g.tag == tag; });
+  if (it == p.grants.end()) return Status::Success;
+  CtrlHeader h = *it;
+  p.grants.erase(it);
+  return applyGrant(src, eager ? nullptr : s, h);
+}
+
+// Sends what a Grant asked for: the fragments of `s`, or (another size, or an Eager message:
+// s null) empty messages to each fragment's tag, so the receiver's posted buffers are consumed.
+Status OfiTransport::applyGrant(int src, SendOp* s, const CtrlHeader& h) {
+  if (s) s->preMatched = true;
+  if (s && s->bytes == h.msgId) return sendFrags(src, *s, h);
+  const uint64_t frags = (h.bytes + h.fragBytes - 1) / h.fragBytes;
+  for (uint64_t i = 0; i < frags; ++i) {
+    Op* op = newOp(OpKind::DataSend, src);
+    op->buf = nullptr;
+    op->bytes = 0;
+    op->tag = tags_.make(TagKind::Data, rank_, h.dataId + i);
+    op->critical = true;
+    pendingTx_.push_back(op);
+  }
+  return Status::Success;  // sent from pumpAll, after the control messages (see there)
+}
+
+// Queues the fragments of [h.offset, h.offset + h.bytes) of `s`, tagged from h.dataId.
+Status OfiTransport::sendFrags(int src, SendOp& s, const CtrlHeader& h) {
+  if (h.offset != s.grantedTo || h.bytes > s.bytes - s.grantedTo) {
+    WARN("ofi: rank %d: grant from rank %d for bytes %llu.. of message %llu, which has %zu "
+         "granted",
+         rank_, src, static_cast<unsigned long long>(h.offset),
+         static_cast<unsigned long long>(s.msgId), s.grantedTo);
+    return Status::InternalError;
+  }
+  s.grantedTo += h.bytes;
   if (mr_->needed() && !s.mr) NLCHECK(mr_->acquire(s.buf, s.bytes, &s.desc, &s.mr));
   uint64_t id = h.dataId;
   for (size_t off = h.offset; off < h.offset + h.bytes; off += h.fragBytes, ++id) {
@@ -225,7 +406,7 @@ Status OfiTransport::onCts(int src, const CtrlHeader& h) {
     op->critical = true;
     pendingTx_.push_back(op);
   }
-  return retryTx();
+  return Status::Success;  // sent from pumpAll, after the control messages (see there)
 }
 
 Status OfiTransport::retryTx() {
@@ -251,6 +432,10 @@ Status OfiTransport::retryTx() {
 Status OfiTransport::onDataSend(Op* op) {
   --txPosted_;
   --criticalTx_;
+  if (!op->send) {  // an empty fragment answering a Grant of another size
+    freeOp(op);
+    return Status::Success;
+  }
   SendOp& s = *op->send;
   s.done += op->bytes;
   const int peer = op->peer;
@@ -266,24 +451,24 @@ Status OfiTransport::onDataSend(Op* op) {
 Status OfiTransport::onDataRecv(Op* op, size_t len) {
   --rxPosted_;
   RndvRecv& r = *op->recv;
-  if (len != op->bytes) {
+  if (op->pre) {
+    --preRx_;
+    if (op->bounce >= 0) --preBounce_;
+  }
+  if (len != op->bytes && !(len == 0 && op->pre)) {
     WARN("ofi: rank %d: fragment of %zu bytes from rank %d, %zu expected", rank_, len, op->peer,
          op->bytes);
     return Status::InternalError;
   }
+  if (len != op->bytes) r.status = Status::InvalidUsage;  // the sender's answer to a wrong Grant
   if (op->bounce >= 0) {
-    deliver(r.r, op->offset, op->buf, op->bytes);
+    if (len == op->bytes && r.status == Status::Success) deliver(r.r, op->offset, op->buf, len);
     bounceFree_.push_back(op->buf);
   }
   r.arrived += op->bytes;
   peers_[static_cast<size_t>(r.peer)].lastHeard = std::chrono::steady_clock::now();
   freeOp(op);
-  if (r.arrived == r.r.bytes) {
-    finish(r.r.req, Status::Success);
-    mr_->release(r.mr);
-    --peers_[static_cast<size_t>(r.peer)].recvsActive;
-    recvs_.erase(&r);
-  }
+  finishRndv(r);
   return Status::Success;
 }
 

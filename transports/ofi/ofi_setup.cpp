@@ -427,6 +427,11 @@ bool OfiTransport::blocksOnFd() const {
   return fab_ && fab_->waitFd >= 0;
 }
 
+uint64_t OfiTransport::earlyGrants() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return grantsSent_;
+}
+
 int OfiTransport::activePeers() const {
   std::lock_guard<std::mutex> lock(mu_);
   return static_cast<int>(active_.size());
@@ -444,7 +449,7 @@ void OfiTransport::closeFabric() {
   if (f.fabric) fi_close(&f.fabric->fid);
   if (f.info) fi_freeinfo(f.info);
   f = Fabric{};
-  txPosted_ = rxPosted_ = criticalTx_ = 0;
+  txPosted_ = rxPosted_ = criticalTx_ = preRx_ = preBounce_ = 0;
   pendingTx_.clear();
   pendingRx_.clear();
 }
@@ -470,6 +475,10 @@ void OfiTransport::linger() {
 
 OfiTransport::~OfiTransport() {
   std::lock_guard<std::mutex> lock(mu_);
+  if (rndvRecvs_)
+    INFO(log::kNet, "ofi: rank %d: %llu of %llu rendezvous receives granted ahead of their Rts",
+         rank_, static_cast<unsigned long long>(grantsSent_),
+         static_cast<unsigned long long>(rndvRecvs_));
   if (failed_ == Status::Success && fab_ && fab_->ep) linger();
   closeFabric();
   if (eventFd_ >= 0) close(eventFd_);

@@ -37,6 +37,9 @@ enum class MsgType : uint16_t {
   Credit = 4,  ///< only returns credits; needs none itself
   Ping = 5,    ///< "are you there": sent to a silent peer something waits for; needs no credit
   Pong = 6,    ///< the answer to a Ping; needs no credit
+  Grant = 7,   ///< a Cts sent when the receive is posted, before its Rts arrived: for the first
+               ///< message with `tag` whose seq is at least `seq`; `msgId` holds the bytes the
+               ///< receive expects (the sender's id is not known yet), `offset` is 0
 };
 
 /// Every control message starts with this (64 bytes). Eager and Rts messages carry a per-direction
@@ -46,10 +49,10 @@ struct CtrlHeader {
   uint32_t magic;
   MsgType type;
   uint16_t credits;    ///< credits returned to the receiver of this message (piggybacked)
-  uint64_t seq;        ///< Eager, Rts: 1, 2, ... per direction; 0 otherwise
-  uint64_t tag;        ///< Eager, Rts: the nlccl tag
-  uint64_t bytes;      ///< Eager, Rts: message bytes; Cts: bytes granted
-  uint64_t msgId;      ///< Rts, Cts: the sender's id of the rendezvous message
+  uint64_t seq;        ///< Eager, Rts: 1, 2, ... per direction; Grant: the first it can match
+  uint64_t tag;        ///< Eager, Rts, Grant: the nlccl tag
+  uint64_t bytes;      ///< Eager, Rts: message bytes; Cts, Grant: bytes granted
+  uint64_t msgId;      ///< Rts, Cts: the sender's id of the rendezvous message; Grant: total bytes
   uint64_t offset;     ///< Cts: first byte granted
   uint64_t dataId;     ///< Cts: tag id of the first fragment; the next ones count up
   uint64_t fragBytes;  ///< Cts: bytes per fragment; 0 means "size mismatch: drop the message"
