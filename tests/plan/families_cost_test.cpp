@@ -178,6 +178,20 @@ TEST(FamilyCost, DoublingAllGatherAnyP) {
   }
 }
 
+TEST(FamilyCost, HalvingReduceScatter) {
+  // lg p steps on powers of two (ring's p-1 otherwise), (p-1) blocks sent either way.
+  for (int p = 1; p <= 33; ++p) {
+    const size_t c = 5;
+    const auto plan = make("rhd", request(Collective::ReduceScatter, p, c));
+    const size_t steps = p == 1 ? 0 : isPow2(p) ? lg(p) : static_cast<size_t>(p - 1);
+    for (int r = 0; r < p; ++r) {
+      EXPECT_EQ(plan::sequentialSteps(plan, r), steps) << p;
+      EXPECT_EQ(plan::elementsSent(plan, r), (p - 1) * c) << p;
+    }
+    EXPECT_EQ(criticalPath(plan), steps) << p;
+  }
+}
+
 TEST(FamilyCost, BinomialBroadcastAndReduce) {
   for (int p = 1; p <= 33; ++p)
     for (int root : {0, p / 3}) {
