@@ -419,9 +419,10 @@ Status ShmTransport::progress() {
   return s;
 }
 
-// The doorbell's count plus one per peer whose LL FIFO holds a record drain has not looked at:
-// LL records ring nothing, so a record arriving changes the epoch this way. Only drain (in
-// progress) takes that term down again, so during a wait the epoch only grows.
+// The doorbell's count plus llNews (per peer, the LL line drain looked up to, plus one while a
+// record waits there): LL records ring nothing, so a record arriving changes the epoch this way.
+// Neither term ever falls, so an epoch read before a progress() call still differs once a
+// record arrives after it (shm_ll.cpp says what went wrong when the LL term could fall).
 uint32_t ShmTransport::activityEpoch() {
   return own_.header()->epoch.load(std::memory_order_acquire) + llNews();
 }

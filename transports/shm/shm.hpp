@@ -201,7 +201,9 @@ class ShmTransport final : public Transport {
   Status drainSlots(int src);  // consumes slot fragments from `src` while they are next
   /// Whether `src`'s LL FIFO holds a whole record drainLL has not looked at (any thread).
   bool llNew(int src) const;
-  uint32_t llNews() const;  // how many peers' FIFOs do
+  /// Sum over peers of the line drainLL looked up to plus llNew: grows with every record that
+  /// arrives, never falls (the activity epoch's LL term; shm_ll.cpp).
+  uint32_t llNews() const;
   /// Whether a whole record waits at the head of `src`'s LL FIFO (its first and last lines are
   /// valid; the sender writes the first last). Any thread may ask.
   bool llReady(int src) const {
