@@ -35,7 +35,10 @@ Plan binomialBroadcast(const plan::Request& req) {
   for (int r = 0; r < np; ++r) {
     if (!p.builds(r)) continue;
     const int v = (r - req.root + np) % np;
-    if (v == 0 && !req.inPlace) pattern::local(p, r, 0, LocalKind::Copy, plan::in(0, req.count), buf);
+    // Out of place the root sends from Input and copies it to Output on a channel of its own,
+    // beside its sends (ring.cpp's broadcast says why), not before them.
+    const Region src = v == 0 && !req.inPlace ? plan::in(0, req.count) : buf;
+    if (v == 0 && !req.inPlace) pattern::local(p, r, 1, LocalKind::Copy, src, buf);
     int mask = 1;
     while (mask < np) {
       if (v & mask) {
@@ -49,7 +52,7 @@ Plan binomialBroadcast(const plan::Request& req) {
     for (mask >>= 1; mask > 0; mask >>= 1) {
       if (v + mask < np) {
         Step st;
-        pattern::xfer(st, XferKind::Send, (v + mask + req.root) % np, buf);
+        pattern::xfer(st, XferKind::Send, (v + mask + req.root) % np, src);
         pattern::push(p, r, 0, std::move(st));
       }
     }

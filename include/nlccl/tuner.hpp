@@ -70,7 +70,8 @@ struct Choice {
 };
 
 /// The candidates of the first round: every registered algorithm for the collective, `hier`
-/// with ring at every level. (choose() then varies hier's levels and the slice.)
+/// with ring at every level (left out when the fabric has one level: there it is a flat
+/// algorithm with staging copies). (choose() then varies hier's levels and the slice.)
 NLCCL_MODEL_API std::vector<Candidate> baseCandidates(const fabric::Topology& topo,
                                                       const Query& q);
 

@@ -139,7 +139,12 @@ std::string Candidate::label() const {
 
 std::vector<Candidate> baseCandidates(const fabric::Topology& topo, const Query& q) {
   std::vector<Candidate> out;
+  // hier over one level is the flat algorithm with every block staged through Scratch, and it
+  // runs on the library's general path (no prepared call): never worth choosing, though a flat
+  // family missing a schedule once made it win the model (hier(rhd) reduce-scatter at 4 ranks).
+  const bool oneLevel = levelsOf(topo, q) <= 1;
   for (const std::string& name : sim::algorithms(q.collective)) {
+    if (name == "hier" && oneLevel) continue;
     Candidate c;
     c.algorithm = name;
     if (name == "hier" && tunesLevels(q.collective))

@@ -204,6 +204,50 @@ TEST(ShmLL, FullFifoWakesTheSenderAndRecordsMoveAside) {
   EXPECT_EQ(codes, (std::vector<int>{0, 0}));
 }
 
+// The activity epoch a wait compares against is read before progress(); that progress() looks at
+// an LL record nobody has asked for yet (a later call's, from a peer running ahead), and only
+// then does the record the wait is for arrive. Its sender saw no sleeper and rang nothing, so the
+// epoch alone must tell: it once counted peers with unread records and so went 1 -> 0 -> 1 here,
+// equal to what the waiter had seen; the wait then spun 50 us and slept to its timeout (ring
+// broadcast at 4 ranks, 8 B: 20-70 us a call instead of about 1).
+TEST(ShmLL, EpochChangesForARecordArrivingAfterProgressLookedAtAnother) {
+  auto codes = runForked(2, [](int rank, Shared* sh) {
+    auto t = makeTransport(sh, rank, 2);
+    CHILD_CHECK(t);
+    auto waitFlag = [&](int i, int v) {
+      const auto deadline = Clock::now() + std::chrono::seconds(10);
+      while (sh->flag[i].load() < v)
+        if (Clock::now() > deadline) return false;
+      return true;
+    };
+    char a[8] = {1}, b[8] = {2}, inA[8] = {}, inB[8] = {};
+    Request sa, sb, ra, rb;
+    if (rank == 0) {
+      CHILD_CHECK(t->postSend(1, 1, a, sizeof a, &sa) == Status::Success);  // the early one
+      sh->flag[0].store(1);
+      CHILD_CHECK(waitFlag(1, 1));  // the receiver has read its epoch and made progress
+      CHILD_CHECK(t->postSend(1, 2, b, sizeof b, &sb) == Status::Success);
+      CHILD_CHECK(sa.done.load() && sb.done.load());  // LL: complete once written
+      sh->flag[0].store(2);
+      CHILD_CHECK(waitFlag(1, 2));
+      return 0;
+    }
+    CHILD_CHECK(waitFlag(0, 1));
+    const uint32_t seen = t->activityEpoch();
+    CHILD_CHECK(t->progress() == Status::Success);  // looks at record 1: no receive for it yet
+    sh->flag[1].store(1);
+    CHILD_CHECK(waitFlag(0, 2));  // record 2 is in our lines now
+    CHILD_CHECK(t->activityEpoch() != seen);
+    CHILD_CHECK(t->postRecv(0, 1, inA, sizeof inA, nullptr, &ra) == Status::Success);
+    CHILD_CHECK(t->postRecv(0, 2, inB, sizeof inB, nullptr, &rb) == Status::Success);
+    CHILD_CHECK(drive(*t, {&ra, &rb}, milliseconds(10000)) == Status::Success);
+    CHILD_CHECK(inA[0] == 1 && inB[0] == 2);
+    sh->flag[1].store(2);
+    return 0;
+  });
+  EXPECT_EQ(codes, (std::vector<int>{0, 0}));
+}
+
 // Small-message traffic only (LL records both ways) when a rank is killed: the others fail with
 // RemoteError, nothing stays pending, and later posts fail too.
 void llKillTest(int n, int victim) {

@@ -178,6 +178,47 @@ TEST(FamilyCost, DoublingAllGatherAnyP) {
   }
 }
 
+TEST(FamilyCost, BroadcastRootCopiesBesideItsSends) {
+  // Out of place the root's copy Input -> Output must not wait for its sends (a step's locals run
+  // after its transfers complete, and a single-copy send completes once the peer has read it
+  // all) nor hold them up: it sits alone on a channel with no transfers, and the sends read Input.
+  for (const char* algo : {"ring", "tree"})
+    for (int p : {2, 3, 4, 8})
+      for (int root : {0, p - 1}) {
+        const plan::Request req = request(Collective::Broadcast, p, 64, false, root);
+        const plan::Plan plan = make(algo, req);
+        int copies = 0;
+        for (const auto& ch : plan.ranks.at(root).channels) {
+          bool copiesHere = false, transfersHere = false;
+          for (const auto& st : ch.steps) {
+            for (const auto& l : st.locals)
+              if (l.kind == plan::LocalKind::Copy) copiesHere = true, ++copies;
+            if (!st.transfers.empty()) transfersHere = true;
+            for (const auto& t : st.transfers)
+              if (t.kind == plan::XferKind::Send) {
+                EXPECT_EQ(t.region.buffer, plan::Buffer::Input) << algo << " p=" << p;
+              }
+          }
+          EXPECT_FALSE(copiesHere && transfersHere) << algo << " p=" << p << " root " << root;
+        }
+        EXPECT_EQ(copies, 1) << algo << " p=" << p << " root " << root;
+      }
+}
+
+TEST(FamilyCost, HalvingReduceScatter) {
+  // lg p steps on powers of two (ring's p-1 otherwise), (p-1) blocks sent either way.
+  for (int p = 1; p <= 33; ++p) {
+    const size_t c = 5;
+    const auto plan = make("rhd", request(Collective::ReduceScatter, p, c));
+    const size_t steps = p == 1 ? 0 : isPow2(p) ? lg(p) : static_cast<size_t>(p - 1);
+    for (int r = 0; r < p; ++r) {
+      EXPECT_EQ(plan::sequentialSteps(plan, r), steps) << p;
+      EXPECT_EQ(plan::elementsSent(plan, r), (p - 1) * c) << p;
+    }
+    EXPECT_EQ(criticalPath(plan), steps) << p;
+  }
+}
+
 TEST(FamilyCost, BinomialBroadcastAndReduce) {
   for (int p = 1; p <= 33; ++p)
     for (int root : {0, p / 3}) {

@@ -59,7 +59,8 @@ struct Case {
 inline std::vector<Case> flatCases() {
   return {{"tree", Collective::AllReduce}, {"tree", Collective::Broadcast},
           {"tree", Collective::Reduce},    {"rhd", Collective::AllReduce},
-          {"rhd", Collective::AllGather},  {"bruck", Collective::AllToAll}};
+          {"rhd", Collective::AllGather},  {"rhd", Collective::ReduceScatter},
+          {"bruck", Collective::AllToAll}};
 }
 inline std::vector<Collective> hierCollectives() {
   return {Collective::AllReduce, Collective::AllGather, Collective::ReduceScatter,

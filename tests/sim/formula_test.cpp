@@ -67,6 +67,11 @@ const std::vector<Case>& cases() {
        [](int p, size_t c) {
          return pow2(p) ? ceilLg(p) * kAlpha + (p - 1.0) / p * (c * p * kEs) * kBeta : nan();
        }},
+      // Recursive halving on powers of two, ring's schedule otherwise.
+      {"rhd", Collective::ReduceScatter,
+       [](int p, size_t c) {
+         return (pow2(p) ? ceilLg(p) : p - 1) * kAlpha + (p - 1.0) / p * (c * p * kEs) * kBeta;
+       }},
       {"tree", Collective::Broadcast,
        [](int p, size_t c) { return ceilLg(p) * (kAlpha + c * kEs * kBeta); }},
       // With flow control a leaf of the last round waits for the root to reach that round

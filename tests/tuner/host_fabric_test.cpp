@@ -78,5 +78,54 @@ TEST(TunerHostFabric, OfiSmallAllReduceStaysOnRecursiveDoubling) {
   }
 }
 
+fabric::Topology hostOverShm(int ranks) {
+  fabric::Topology t;
+  std::string err;
+  EXPECT_EQ(fabric::Topology::fromJsonText(tuner::hostFabricJson(ranks, 1, 1 << 20, kTwoCpus),
+                                           {}, &t, &err),
+            Status::Success)
+      << err;
+  return t;
+}
+
+// One host is one level: hier there is a flat schedule plus staging copies, and it runs on the
+// library's general path (no prepared call). At 4 ranks the model once chose hier(rhd) for small
+// reduce-scatters (no flat recursive halving existed), and those calls crawled (64 B: 20-700 us
+// against Open MPI's 8-12 us). Now hier is not a candidate and flat rhd takes the halving.
+TEST(TunerHostFabric, OneHostNeverConsidersHier) {
+  for (int ranks : {2, 4})
+    for (Collective c : {Collective::AllReduce, Collective::AllGather,
+                         Collective::ReduceScatter, Collective::AllToAll})
+      for (size_t bytes : {size_t{64}, size_t{4096}, size_t{1} << 20}) {
+        const fabric::Topology t = hostOverShm(ranks);
+        tuner::Query q;
+        q.collective = c;
+        q.bytes = bytes;
+        q.nranks = ranks;
+        tuner::Choice ch;
+        std::string err;
+        ASSERT_EQ(tuner::choose(t, q, {}, &ch, &err), Status::Success) << err;
+        EXPECT_NE(ch.best.algorithm, "hier") << collectiveName(c) << " " << bytes;
+        for (const tuner::Estimate& e : ch.considered)
+          EXPECT_NE(e.candidate.algorithm, "hier") << collectiveName(c) << " " << bytes;
+        for (const tuner::Candidate& cand : tuner::allCandidates(t, q))
+          EXPECT_NE(cand.algorithm, "hier") << collectiveName(c) << " " << bytes;
+      }
+}
+
+TEST(TunerHostFabric, SmallReduceScatterAtFourRanksTakesRecursiveHalving) {
+  const fabric::Topology t = hostOverShm(4);
+  for (size_t bytes : {size_t{64}, size_t{512}}) {
+    tuner::Query q;
+    q.collective = Collective::ReduceScatter;
+    q.bytes = bytes;
+    q.nranks = 4;
+    tuner::Choice ch;
+    std::string err;
+    ASSERT_EQ(tuner::choose(t, q, {}, &ch, &err), Status::Success) << err;
+    EXPECT_EQ(ch.best.algorithm, "rhd") << bytes << " B chose " << ch.best.label();
+  }
+}
+
 }  // namespace
 }  // namespace nlccl
