@@ -278,10 +278,7 @@ void appendTreeAllReduce(Plan& p, int ch, const std::vector<int>& members, const
       static_cast<int>(std::min<size_t>(static_cast<size_t>(std::max(chunks, 1)), seg.count));
   auto chunk = [&](int k) { return block(seg, c, k); };
   auto own = [&](int k) { return block(src, c, k); };
-  auto scr = [&](int k) {
-    const Region r = chunk(k);
-    return plan::scratch(scratchOffset + (r.offset - seg.offset), r.count);
-  };
+  (void)scratchOffset;  // both children reduce on arrival: this tree stages nothing in Scratch
   for (int i = 0; i < m; ++i) {
     if (!builds(p, members, i)) continue;
     const tree::Links l = tree::doubleTree(m, i, which);
