@@ -411,6 +411,17 @@ Status runQueuedPrepared(StreamItem& item, Lives* owners) {
   return s;
 }
 
+/// The Plan request of a call (choose() adds hier's shape).
+plan::Request requestOf(const Communicator& comm, const CollArgs& a, bool inPlace) {
+  plan::Request req;
+  req.collective = a.collective;
+  req.nranks = comm.nranks();
+  req.count = a.count;
+  req.root = a.root;
+  req.inPlace = inPlace;
+  return req;
+}
+
 /// The tuner's choice for a call: its Request (hier's shape included), algorithm and slice.
 struct Choice {
   plan::Request req;
@@ -479,11 +490,7 @@ namespace {
 Status prepareAndRun(Communicator* comm, const CollArgs& a, bool inPlace, const PreparedKey& key,
                      Stream* stream) {
   Choice c;
-  c.req.collective = a.collective;
-  c.req.nranks = comm->nranks();
-  c.req.count = a.count;
-  c.req.root = a.root;
-  c.req.inPlace = inPlace;
+  c.req = requestOf(*comm, a, inPlace);
   NLCHECK(choose(comm, a, &c.req, &c.algo, &c.slice));
   Prepared* p = nullptr;
   if (c.algo != "hier") NLCHECK(prepare(comm, key, c.algo.c_str(), c.slice, &p));
@@ -501,11 +508,7 @@ Status generalCollective(Communicator* comm, const CollArgs& a, bool inPlace, St
   std::string& algo = c.algo;
   int64_t& slice = c.slice;
   if (!chosen) {
-    req.collective = a.collective;
-    req.nranks = comm->nranks();
-    req.count = a.count;
-    req.root = a.root;
-    req.inPlace = inPlace;
+    req = requestOf(*comm, a, inPlace);
     NLCHECK(choose(comm, a, &req, &algo, &slice));
   }
   std::shared_ptr<const plan::CompiledPlan> plan;

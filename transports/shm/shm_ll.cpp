@@ -132,7 +132,9 @@ bool ShmTransport::takeLLHead(int src, const RecvOp& r, Status* s) {
       h.bytes != r.bytes)
     return false;
   llConsume(src, t, n, h, &r);
-  llLook_[static_cast<size_t>(src)].store(t + n, std::memory_order_relaxed);
+  // Never backwards: the activity epoch's LL term must only grow (llProgress).
+  std::atomic<uint64_t>& look = llLook_[static_cast<size_t>(src)];
+  look.store(std::max(look.load(std::memory_order_relaxed), t + n), std::memory_order_relaxed);
   llFreed(src);
   return true;
 }
