@@ -97,12 +97,10 @@ void Stream::runBatch(std::unique_lock<std::mutex>& lock) {
   }
   running_ = true;
   lock.unlock();
-  Lives owners;
-  Status failed = Status::Success;  // the first failure of the batch, with its owners
+  Lives owners, later;  // the first failure's owners; those of any after it are dropped
+  Status failed = Status::Success;  // the first failure of the batch
   for (size_t i = 0; i < n; ++i) {
-    Lives* o = failed == Status::Success ? &owners : nullptr;
-    Lives ignored;
-    const Status s = items[i].run(items[i], o ? o : &ignored);
+    const Status s = items[i].run(items[i], failed == Status::Success ? &owners : &later);
     items[i].hold.reset();  // released before it counts done, as runFront does
     if (s != Status::Success && failed == Status::Success) failed = s;
   }

@@ -92,11 +92,8 @@ class CollRunner {
 
   /// Runs that step (exchangeOnly()): the transport's exchange, then the step's local ops.
   Status runExchange(std::chrono::milliseconds timeout) {
-    const plan::StepInfo& si = cp_->steps()[first_];
-    const plan::Transfer& a = cp_->transfer(si.firstXfer);
-    const plan::Transfer& b = cp_->transfer(si.firstXfer + 1);
-    const plan::Transfer& send = a.kind == XferKind::Send ? a : b;
-    const plan::Transfer& recv = a.kind == XferKind::Send ? b : a;
+    const plan::Transfer& send = cp_->transfer(exchangeSend_);
+    const plan::Transfer& recv = cp_->transfer(exchangeRecv_);
     auto [sp, sn] = whole(send.region);  // one loop: the slices are the regions
     auto [rp, rn] = whole(recv.region);
     transport::Reducer fused = reducer_;
@@ -299,17 +296,18 @@ class CollRunner {
 
   /// One step, one loop, two non-empty transfers with the same peer (a send and a receive that
   /// forwards nothing), small, untimed and untraced, over a transport with its own exchange().
-  bool oneExchange(transport::Transport& tp) const {
+  /// Notes which transfer sends and which receives (runExchange reads them).
+  bool oneExchange(transport::Transport& tp) {
     if (last_ - first_ != 1 || loops_ != 1 || model_ != nullptr || trace::enabled() ||
         !tp.exchanges())
       return false;
     const plan::StepInfo& si = cp_->steps()[first_];
     if (si.numXfers != 2) return false;
-    const plan::Transfer& a = cp_->transfer(si.firstXfer);
-    const plan::Transfer& b = cp_->transfer(si.firstXfer + 1);
-    const bool aSends = a.kind == XferKind::Send;
-    const plan::Transfer& send = aSends ? a : b;
-    const plan::Transfer& recv = aSends ? b : a;
+    const bool firstSends = cp_->transfer(si.firstXfer).kind == XferKind::Send;
+    exchangeSend_ = si.firstXfer + (firstSends ? 0 : 1);
+    exchangeRecv_ = si.firstXfer + (firstSends ? 1 : 0);
+    const plan::Transfer& send = cp_->transfer(exchangeSend_);
+    const plan::Transfer& recv = cp_->transfer(exchangeRecv_);
     const bool recvOk = recv.kind == XferKind::Recv || recv.kind == XferKind::RecvReduce ||
                         recv.kind == XferKind::RecvReduceCopy;
     // Empty transfers are skipped, not sent (post()): those stay with the general path.
@@ -355,6 +353,7 @@ class CollRunner {
   int doneSteps_ = 0;
   bool finished_ = false;
   bool exchange_ = false;  ///< oneExchange() of the Plan in hand
+  int exchangeSend_ = 0, exchangeRecv_ = 0;  ///< its two transfers, when it holds
   double traceStart_ = 0;           ///< NLCCL_TRACE_FILE: when the job started
   std::vector<double> stepStart_;   ///< and when each step's loop in flight was posted
 };

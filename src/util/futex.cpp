@@ -45,13 +45,6 @@ bool spinWhileEqual(const std::atomic<uint32_t>* word, uint32_t seen,
   }
 }
 
-int usableCpus() {
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  if (sched_getaffinity(0, sizeof set, &set) != 0) return 1;
-  return std::max(1, CPU_COUNT(&set));
-}
-
 CpuMask affinityMask() {
   CpuMask m;
   cpu_set_t set;

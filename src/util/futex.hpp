@@ -32,8 +32,6 @@ inline constexpr std::chrono::microseconds kSpinBeforeYield{20};
 /// that the rank we wait for, likely on our core, runs at once). Returns whether it changed.
 bool spinWhileEqual(const std::atomic<uint32_t>* word, uint32_t seen,
                     std::chrono::nanoseconds budget = kSpinBeforeBlock, uint32_t yieldEvery = 64);
-/// CPUs this process may run on (sched_getaffinity), at least 1.
-int usableCpus();
 /// This process's affinity as a bit mask (CPU i is bit i % 64 of word i / 64; CPUs past
 /// kCpuMaskWords * 64 are left out), for ranks to tell each other where they may run.
 constexpr int kCpuMaskWords = 16;
