@@ -38,6 +38,12 @@ Stream::~Stream() {
 }
 
 void Stream::drain(std::unique_lock<std::mutex>& lock) {
+  // Work still pending when the caller comes: the thread's wake-ups for it bought nothing.
+  if (idle()) {
+    syncRuns_ = 0;
+  } else if (++syncRuns_ >= kLazyAfter) {
+    lazy_ = true;
+  }
   ++syncers_;  // from here the thread starts no new item: this caller runs them
   while (true) {
     if (!queue_.empty() && !running_) {  // nobody has started them: run them here
@@ -61,9 +67,12 @@ void Stream::enqueue(StreamItem item) {
     std::lock_guard<std::mutex> lock(mu_);
     queue_.push_back(std::move(item));
     submitted_.fetch_add(1, std::memory_order_release);
-    wake = threadWaits_ && !running_ && syncers_ == 0;
+    wake = threadWaits_ && !running_ && syncers_ == 0 && !(lazy_ && threadNaps_);
   }
-  if (wake) workCv_.notify_one();
+  if (wake) {
+    wakeups_.fetch_add(1, std::memory_order_relaxed);
+    workCv_.notify_one();
+  }
 }
 
 void Stream::runFront(std::unique_lock<std::mutex>& lock) {
@@ -117,13 +126,15 @@ void Stream::runBatch(std::unique_lock<std::mutex>& lock) {
 
 void Stream::loop() {
   std::unique_lock<std::mutex> lock(mu_);
+  int naps = 0;  // lazy naps in a row that found nothing to do
+  const auto ready = [this] { return stop_ || (!queue_.empty() && !running_ && syncers_ == 0); };
   while (true) {
     if (!queue_.empty() && !running_ && syncers_ == 0) {
       runFront(lock);
       continue;
     }
     if (stop_) return;
-    if (queue_.empty()) {
+    if (queue_.empty() && !lazy_) {
       // Idle: back-to-back work usually follows at once; spin a little before sleeping.
       lock.unlock();
       const uint64_t seen = submitted_.load(std::memory_order_acquire);
@@ -132,8 +143,25 @@ void Stream::loop() {
       if (!queue_.empty() && !running_ && syncers_ == 0) continue;
     }
     threadWaits_ = true;
-    workCv_.wait(lock,
-                 [this] { return stop_ || (!queue_.empty() && !running_ && syncers_ == 0); });
+    if (!lazy_) {
+      // Until work comes, or a synchronize turns wake-ups off (learnt at the next wake-up).
+      workCv_.wait(lock, [&] { return ready() || lazy_; });
+      naps = 0;
+    } else {
+      threadNaps_ = true;  // enqueue leaves us to find its work at the end of the nap
+      const bool found = workCv_.wait_for(lock, kNap, ready);
+      threadNaps_ = false;
+      if (found && !stop_) {
+        // Work nobody woke us for nor synchronized for within a nap: wake promptly again.
+        lazy_ = false;
+        syncRuns_ = 0;
+        naps = 0;
+      } else if (!found && ++naps >= kNapsBeforeSleep) {
+        lazy_ = false;  // idle this long: sleep, and let the next enqueue wake us
+        syncRuns_ = 0;
+        naps = 0;
+      }
+    }
     threadWaits_ = false;
   }
 }
@@ -150,12 +178,31 @@ Status Stream::synchronize() {
 }
 
 Status Stream::query() {
-  std::lock_guard<std::mutex> lock(mu_);
-  if (Status s = currentError(); s != Status::Success) {
-    errorReported_ = true;
-    return s;
+  bool wake = false;
+  Status s;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    s = currentError();
+    if (s != Status::Success) {
+      errorReported_ = true;
+    } else if (!idle()) {
+      s = Status::InProgress;
+      // A caller that polls instead of synchronizing: its work should not wait for a nap.
+      wake = threadNaps_ && !running_ && syncers_ == 0;
+      lazy_ = false;
+      syncRuns_ = 0;
+    }
   }
-  return idle() ? Status::Success : Status::InProgress;
+  if (wake) {
+    wakeups_.fetch_add(1, std::memory_order_relaxed);
+    workCv_.notify_one();
+  }
+  return s;
+}
+
+bool Stream::lazy() {
+  std::lock_guard<std::mutex> lock(mu_);
+  return lazy_;
 }
 
 Status Stream::currentError() {
