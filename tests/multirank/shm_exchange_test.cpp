@@ -68,6 +68,45 @@ TEST(ShmExchange, MatchesPostedHalvesAndReduces) {
   EXPECT_EQ(runForked(2, body), (std::vector<int>{0, 0}));
 }
 
+// exchange() watches the peer's next LL line for the reply before it posts the receive. A reply
+// that comes behind a large message (through the slots, not the LL lines), or later than the
+// watch lasts, still matches, and the large message keeps its place in the pair's order.
+TEST(ShmExchange, AReplyBehindTheSlotsOrLaterThanTheWatchStillMatches) {
+  auto body = [](int rank, Shared* sh) {
+    auto t = makeTransport(sh, rank, 2);
+    CHILD_CHECK(t);
+    const int peer = 1 - rank;
+    for (int round = 0; round < 2; ++round) {
+      const uint64_t big = 50 + 10 * round, small = big + 1;
+      const std::vector<char> mine = message(rank, 40, small), theirs = message(peer, 40, small);
+      std::vector<char> got(40, 0);
+      if (rank == 0) {
+        CHILD_CHECK(t->exchange(peer, small, mine.data(), 40, got.data(), 40, nullptr,
+                                milliseconds(10000)) == Status::Success);
+        CHILD_CHECK(got == theirs);
+        const std::vector<char> want = message(peer, 100000, big);
+        std::vector<char> in(100000, 0);
+        Request r;
+        CHILD_CHECK(t->postRecv(peer, big, in.data(), in.size(), nullptr, &r) == Status::Success);
+        CHILD_CHECK(drive(*t, {&r}, milliseconds(10000)) == Status::Success);
+        CHILD_CHECK(in == want);
+      } else {
+        // Round 1 answers well after the watch (20 us) has given up.
+        if (round == 1) usleep(5000);
+        const std::vector<char> out = message(rank, 100000, big);
+        Request b, s, r;
+        CHILD_CHECK(t->postSend(peer, big, out.data(), out.size(), &b) == Status::Success);
+        CHILD_CHECK(t->postSend(peer, small, mine.data(), 40, &s) == Status::Success);
+        CHILD_CHECK(t->postRecv(peer, small, got.data(), 40, nullptr, &r) == Status::Success);
+        CHILD_CHECK(drive(*t, {&b, &s, &r}, milliseconds(10000)) == Status::Success);
+        CHILD_CHECK(got == theirs);
+      }
+    }
+    return 0;
+  };
+  EXPECT_EQ(runForked(2, body), (std::vector<int>{0, 0}));
+}
+
 TEST(ShmExchange, KilledPeerIsRemoteError) {
   auto body = [](int rank, Shared* sh) {
     auto t = makeTransport(sh, rank, 2);

@@ -59,10 +59,42 @@ Status ShmTransport::exchange(int peer, uint64_t tag, const void* send, size_t s
                               std::chrono::milliseconds timeout) {
   Request sent, received;  // they live here: every way out below leaves neither posted
   Status s;
+  uint64_t at = 0;     // where the awaited LL record starts, when watched
+  bool watch = false;  // the record is not there yet: wait for it before posting the receive
   {
     std::lock_guard<std::mutex> lock(mu_);
     s = sendLocked(peer, tag, send, sendBytes, &sent);
-    if (s == Status::Success) s = recvLocked(peer, tag, recv, recvBytes, reducer, &received);
+    if (s == Status::Success && peer != rank_) {
+      const Peer& p = peers_[static_cast<size_t>(peer)];
+      // Nothing else pending from the peer: the record is next in its LL FIFO (if it comes by LL).
+      // With a core each, watch that one line for a while instead of posting and polling.
+      watch = yieldEvery_ > 1 && recvBytes <= llMax(p) && p.unexpected.empty() &&
+              p.posted.empty() && p.cur == Target::None && p.gone == Gone::No &&
+              !llWholeAt(peer, p.llTail);
+      at = p.llTail;
+    }
+    if (s == Status::Success && !watch)
+      s = recvLocked(peer, tag, recv, recvBytes, reducer, &received);
+  }
+  if (watch) {
+    // Lock-free, one line: the reply is taken a few loads after it lands (most exchanges). Ends
+    // at kSpinBeforeYield, or at other activity (a slot message, another thread's progress), or
+    // when the record is there; then the receive goes the usual way (recvLocked takes a record
+    // at the head directly).
+    const uint32_t epoch = activityEpoch();
+    std::chrono::steady_clock::time_point end{};
+    for (uint32_t i = 1; !llWholeAt(peer, at); ++i) {
+#if defined(__x86_64__) || defined(__i386__)
+      __builtin_ia32_pause();
+#endif
+      if ((i & 63) != 0) continue;
+      if (activityEpoch() != epoch) break;
+      const auto now = std::chrono::steady_clock::now();
+      if (i == 64) end = now + kSpinBeforeYield;
+      else if (now >= end) break;
+    }
+    std::lock_guard<std::mutex> lock(mu_);
+    s = recvLocked(peer, tag, recv, recvBytes, reducer, &received);
   }
   auto done = [&] {
     return sent.done.load(std::memory_order_acquire) &&
