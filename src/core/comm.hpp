@@ -150,6 +150,9 @@ class Communicator {
   bool aborted() const { return aborted_.load(); }
 
  private:
+  /// tune()'s choice for 2 ranks over shm: rd when the model puts it near the best.
+  void preferOneExchange(Collective c, size_t bytes, tuner::Choice* choice);
+
   uint64_t magic_ = kMagic;
   int rank_;
   int nranks_;

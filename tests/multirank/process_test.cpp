@@ -85,6 +85,29 @@ TEST(ProcessTest, SplitAcrossProcesses) {
   for (int r = 0; r < 4; ++r) EXPECT_EQ(status[r], 0) << "rank " << r;
 }
 
+// 2 ranks over shm: a large all-reduce is one exchange (rd), which the model puts within a
+// percent of rhd (Communicator::preferOneExchange); 3 ranks keep the model's choice.
+TEST(ProcessTest, TwoRankLargeAllReduceIsOneExchange) {
+  for (int n : {2, 3}) {
+    auto status = forkRanks(n, [n](int r, nlcclComm_t comm) {
+      const size_t count = 4u << 20;  // 16 MiB of floats
+      std::vector<float> in(count, 1.0f + r), out(count, 0.0f);
+      if (nlcclAllReduce(in.data(), out.data(), count, nlcclFloat, nlcclSum, comm, nullptr) !=
+          nlcclSuccess)
+        return false;
+      const float want = n == 2 ? 3.0f : 6.0f;
+      if (out[0] != want || out[count - 1] != want) return false;
+      nlcclCommStats_t st = {};
+      st.size = sizeof(st);
+      if (nlcclCommGetStats(comm, &st) != nlcclSuccess) return false;
+      if (r == 0) fprintf(stderr, "%d ranks, 16 MiB: %s\n", n, st.lastAlgorithm);
+      return n == 2 ? std::string(st.lastAlgorithm) == "rd"
+                    : std::string(st.lastAlgorithm) != "rd";
+    });
+    for (int r = 0; r < n; ++r) EXPECT_EQ(status[r], 0) << n << " ranks, rank " << r;
+  }
+}
+
 // The negative control of the leftover check: a process that outlives the job and still maps its
 // shared memory (here a child that rank 1 forks) is found, by pid, until it is gone.
 TEST(ProcessTest, LeftoverCheckFindsMemoryThatOutlivesTheJob) {
