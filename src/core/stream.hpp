@@ -19,8 +19,8 @@
 // core (4 ranks on 2 cores, synchronizing after each call: 33 instead of 9.5 us a call). The
 // thread then naps (kNap) instead of sleeping, and enqueue does not wake it. Work nobody
 // synchronizes for still starts within a nap, and finding it there turns wake-ups back on, as a
-// query() does (it also wakes the thread) and a synchronize that finds everything done; after
-// kNapsBeforeSleep empty naps the thread sleeps until woken as usual.
+// query() does (it also wakes the thread); after kNapsBeforeSleep empty naps the thread sleeps
+// until woken as usual. A synchronize that finds everything done restarts the count.
 #pragma once
 
 #include <atomic>

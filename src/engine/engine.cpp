@@ -104,11 +104,17 @@ class CollRunner {
     } else if (recv.kind == XferKind::RecvReduce) {
       red = &reducer_;
     }
+    // Steps of local ops alone (all-to-all's own block, on a channel of its own) first: they
+    // and the exchange may all start at once (oneExchange), so any order is the Plan's.
+    for (int s = first_; s < last_; ++s)
+      if (s != exchangeStep_) runLocals(s, 0);
     job_->bytesSent += sn;
-    NLCHECK(job_->transport->exchange(send.peer, tag(first_, 0), sp, sn, rp, rn, red, timeout));
-    runLocals(first_, 0);
-    completed_[0] = started_[0] = 1;
-    ++doneSteps_;
+    NLCHECK(job_->transport->exchange(send.peer, tag(exchangeStep_, 0), sp, sn, rp, rn, red,
+                                      timeout));
+    runLocals(exchangeStep_, 0);
+    std::fill(started_.begin(), started_.end(), 1);
+    std::fill(completed_.begin(), completed_.end(), 1);
+    doneSteps_ = last_ - first_;
     finished_ = true;
     finishAvg();
     return Status::Success;
@@ -294,14 +300,24 @@ class CollRunner {
     }
   }
 
-  /// One step, one loop, two non-empty transfers with the same peer (a send and a receive that
-  /// forwards nothing), small, untimed and untraced, over a transport with its own exchange().
-  /// Notes which transfer sends and which receives (runExchange reads them).
+  /// One loop, one step of two non-empty transfers with the same peer (a send and a receive
+  /// that forwards nothing), small, untimed and untraced, over a transport with its own
+  /// exchange(); any other steps hold local ops alone, and every step may start at once (no
+  /// step waits for another). Notes the step and which transfer sends and which receives
+  /// (runExchange reads them).
   bool oneExchange(transport::Transport& tp) {
-    if (last_ - first_ != 1 || loops_ != 1 || model_ != nullptr || trace::enabled() ||
+    if (last_ <= first_ || loops_ != 1 || model_ != nullptr || trace::enabled() ||
         !tp.exchanges())
       return false;
-    const plan::StepInfo& si = cp_->steps()[first_];
+    exchangeStep_ = -1;
+    for (int s = first_; s < last_; ++s) {
+      if (!cp_->mayStart(s, 0, completed_.data(), first_)) return false;  // all still 0 here
+      if (cp_->steps()[s].numXfers == 0) continue;
+      if (exchangeStep_ >= 0) return false;
+      exchangeStep_ = s;
+    }
+    if (exchangeStep_ < 0) return false;
+    const plan::StepInfo& si = cp_->steps()[exchangeStep_];
     if (si.numXfers != 2) return false;
     const bool firstSends = cp_->transfer(si.firstXfer).kind == XferKind::Send;
     exchangeSend_ = si.firstXfer + (firstSends ? 0 : 1);
@@ -353,7 +369,8 @@ class CollRunner {
   int doneSteps_ = 0;
   bool finished_ = false;
   bool exchange_ = false;  ///< oneExchange() of the Plan in hand
-  int exchangeSend_ = 0, exchangeRecv_ = 0;  ///< its two transfers, when it holds
+  int exchangeStep_ = 0;                     ///< its step of two transfers, when it holds
+  int exchangeSend_ = 0, exchangeRecv_ = 0;  ///< and those two transfers
   double traceStart_ = 0;           ///< NLCCL_TRACE_FILE: when the job started
   std::vector<double> stepStart_;   ///< and when each step's loop in flight was posted
 };

@@ -210,6 +210,28 @@ TEST(ConsumersAgree, OneExchangeStepsGoToTheTransportWhole) {
   }
 }
 
+// A 2-rank all-to-all is one exchange beside a step that only copies the rank's own block (on a
+// channel of its own): the copy runs, then the exchange goes to the transport whole.
+TEST(ConsumersAgree, AnExchangeBesideLocalOnlyStepsGoesToTheTransportWhole) {
+  const size_t count = 37;
+  plan::Request req = requestFor(Collective::AllToAll, 2, count);
+  std::string err;
+  auto built = algo::build(req, "direct", &err);
+  ASSERT_TRUE(built) << err;
+  std::shared_ptr<const plan::CompiledPlan> cp;
+  ASSERT_EQ(plan::compile(std::move(*built), &cp, &err), Status::Success) << err;
+  ASSERT_GT(cp->rankSteps(0).second - cp->rankSteps(0).first, 1);  // the copy's step and more
+  std::vector<std::unique_ptr<CountingTransport>> tps;
+  const auto out = runnerOutputs(cp, req, &tps);
+  for (int r = 0; r < 2; ++r) {
+    EXPECT_EQ(tps[r]->exchangeCalls, 2u) << "rank " << r;
+    for (int j = 0; j < 2; ++j)  // block j of rank r's output: rank j's block r
+      for (size_t i = 0; i < count; ++i)
+        ASSERT_EQ(out[r][j * count + i], static_cast<float>(j * 100 + r * count + i))
+            << "rank " << r << " block " << j << " " << i;
+  }
+}
+
 TEST(ConsumersAgree, CompiledFormEngineAndSimulatorSendTheSame) {
   int cases = 0;
   for (const algo::Entry& e : algo::registry()) {
