@@ -70,6 +70,9 @@ class Transport {
   /// all-reduce), without Requests, two posts and a progress loop around them. Fails as the two
   /// would, or with Timeout when they have not completed within `timeout`; on failure the
   /// transport is aborted (nothing stays posted). Only for transports whose exchanges() is true.
+  /// A half may be absent (a step of one transfer, such as a 2-rank broadcast): `send` null with
+  /// `sendBytes` 0 sends nothing, `recv` null with `recvBytes` 0 receives nothing (the engine never
+  /// sends an empty transfer, so these never stand for a zero-byte message).
   virtual Status exchange(int peer, uint64_t tag, const void* send, size_t sendBytes, void* recv,
                           size_t recvBytes, const Reducer* reducer,
                           std::chrono::milliseconds timeout) {

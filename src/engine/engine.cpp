@@ -92,25 +92,35 @@ class CollRunner {
 
   /// Runs that step (exchangeOnly()): the transport's exchange, then the step's local ops.
   Status runExchange(std::chrono::milliseconds timeout) {
-    const plan::Transfer& send = cp_->transfer(exchangeSend_);
-    const plan::Transfer& recv = cp_->transfer(exchangeRecv_);
-    auto [sp, sn] = whole(send.region);  // one loop: the slices are the regions
-    auto [rp, rn] = whole(recv.region);
+    // One loop: the slices are the regions. An absent half is (nullptr, 0) (transport.hpp).
+    std::pair<char*, size_t> snd{nullptr, 0}, rcv{nullptr, 0};
+    int peer = -1;
     transport::Reducer fused = reducer_;
     const transport::Reducer* red = nullptr;
-    if (recv.kind == XferKind::RecvReduceCopy) {
-      fused.src = whole(recv.src).first;
-      red = &fused;
-    } else if (recv.kind == XferKind::RecvReduce) {
-      red = &reducer_;
+    if (exchangeSend_ >= 0) {
+      const plan::Transfer& send = cp_->transfer(exchangeSend_);
+      snd = whole(send.region);
+      peer = send.peer;
     }
+    if (exchangeRecv_ >= 0) {
+      const plan::Transfer& recv = cp_->transfer(exchangeRecv_);
+      rcv = whole(recv.region);
+      peer = recv.peer;
+      if (recv.kind == XferKind::RecvReduceCopy) {
+        fused.src = whole(recv.src).first;
+        red = &fused;
+      } else if (recv.kind == XferKind::RecvReduce) {
+        red = &reducer_;
+      }
+    }
+    auto [sp, sn] = snd;
+    auto [rp, rn] = rcv;
     // Steps of local ops alone (all-to-all's own block, on a channel of its own) first: they
     // and the exchange may all start at once (oneExchange), so any order is the Plan's.
     for (int s = first_; s < last_; ++s)
       if (s != exchangeStep_) runLocals(s, 0);
     job_->bytesSent += sn;
-    NLCHECK(job_->transport->exchange(send.peer, tag(exchangeStep_, 0), sp, sn, rp, rn, red,
-                                      timeout));
+    NLCHECK(job_->transport->exchange(peer, tag(exchangeStep_, 0), sp, sn, rp, rn, red, timeout));
     runLocals(exchangeStep_, 0);
     std::fill(started_.begin(), started_.end(), 1);
     std::fill(completed_.begin(), completed_.end(), 1);
@@ -300,11 +310,11 @@ class CollRunner {
     }
   }
 
-  /// One loop, one step of two non-empty transfers with the same peer (a send and a receive
-  /// that forwards nothing), small, untimed and untraced, over a transport with its own
+  /// One loop, one step of a send and a receive (that forwards nothing) with the same peer, or
+  /// of one of the two, non-empty and small, untimed and untraced, over a transport with its own
   /// exchange(); any other steps hold local ops alone, and every step may start at once (no
-  /// step waits for another). Notes the step and which transfer sends and which receives
-  /// (runExchange reads them).
+  /// step waits for another). Notes the step and which transfer sends and which receives, -1 for
+  /// an absent half (runExchange reads them).
   bool oneExchange(transport::Transport& tp) {
     if (last_ <= first_ || loops_ != 1 || model_ != nullptr || trace::enabled() ||
         !tp.exchanges())
@@ -318,19 +328,20 @@ class CollRunner {
     }
     if (exchangeStep_ < 0) return false;
     const plan::StepInfo& si = cp_->steps()[exchangeStep_];
-    if (si.numXfers != 2) return false;
-    const bool firstSends = cp_->transfer(si.firstXfer).kind == XferKind::Send;
-    exchangeSend_ = si.firstXfer + (firstSends ? 0 : 1);
-    exchangeRecv_ = si.firstXfer + (firstSends ? 1 : 0);
-    const plan::Transfer& send = cp_->transfer(exchangeSend_);
-    const plan::Transfer& recv = cp_->transfer(exchangeRecv_);
-    const bool recvOk = recv.kind == XferKind::Recv || recv.kind == XferKind::RecvReduce ||
-                        recv.kind == XferKind::RecvReduceCopy;
-    // Empty transfers are skipped, not sent (post()): those stay with the general path.
-    return send.kind == XferKind::Send && recvOk && send.peer == recv.peer &&
-           send.region.count > 0 && recv.region.count > 0 &&
-           send.region.count * es_ <= kExchangeMaxBytes &&
-           recv.region.count * es_ <= kExchangeMaxBytes;
+    if (si.numXfers > 2) return false;
+    exchangeSend_ = exchangeRecv_ = -1;
+    for (int x = si.firstXfer; x < si.firstXfer + si.numXfers; ++x) {
+      const plan::Transfer& t = cp_->transfer(x);
+      int& slot = t.kind == XferKind::Send ? exchangeSend_ : exchangeRecv_;
+      const bool kindOk = t.kind == XferKind::Send || t.kind == XferKind::Recv ||
+                          t.kind == XferKind::RecvReduce || t.kind == XferKind::RecvReduceCopy;
+      // Empty transfers are skipped, not sent (post()): those stay with the general path.
+      if (!kindOk || slot >= 0 || t.region.count == 0 || t.region.count * es_ > kExchangeMaxBytes)
+        return false;
+      slot = x;
+    }
+    return exchangeSend_ < 0 || exchangeRecv_ < 0 ||
+           cp_->transfer(exchangeSend_).peer == cp_->transfer(exchangeRecv_).peer;
   }
 
   void finishAvg() {
@@ -370,7 +381,7 @@ class CollRunner {
   bool finished_ = false;
   bool exchange_ = false;  ///< oneExchange() of the Plan in hand
   int exchangeStep_ = 0;                     ///< its step of two transfers, when it holds
-  int exchangeSend_ = 0, exchangeRecv_ = 0;  ///< and those two transfers
+  int exchangeSend_ = -1, exchangeRecv_ = -1;  ///< and its transfers (-1: absent)
   double traceStart_ = 0;           ///< NLCCL_TRACE_FILE: when the job started
   std::vector<double> stepStart_;   ///< and when each step's loop in flight was posted
 };

@@ -7,6 +7,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstring>
 #include <vector>
@@ -62,6 +63,38 @@ TEST(ShmExchange, MatchesPostedHalvesAndReduces) {
       CHILD_CHECK(t->exchange(peer, 100 + k, mine.data(), n, copy.data(), n, nullptr,
                               milliseconds(10000)) == Status::Success);
       CHILD_CHECK(copy == theirs);
+    }
+    return 0;
+  };
+  EXPECT_EQ(runForked(2, body), (std::vector<int>{0, 0}));
+}
+
+// A step of one transfer (a 2-rank broadcast): one rank's exchange() only sends, the other's
+// only receives, LL-sized and through the slots, and either meets posted halves too.
+TEST(ShmExchange, HalfExchangesSendOrReceiveAlone) {
+  auto body = [](int rank, Shared* sh) {
+    auto t = makeTransport(sh, rank, 2);
+    CHILD_CHECK(t);
+    const int peer = 1 - rank;
+    for (size_t k = 0; k < kSizes.size(); ++k) {
+      const size_t n = kSizes[k];
+      const std::vector<char> from0 = message(0, n, k);
+      std::vector<char> got(n, 0);
+      if (rank == 0) {
+        CHILD_CHECK(t->exchange(peer, 300 + k, from0.data(), n, nullptr, 0, nullptr,
+                                milliseconds(10000)) == Status::Success);
+        Request s;  // the other direction: a posted send meets the peer's receive-only exchange
+        CHILD_CHECK(t->postSend(peer, 400 + k, from0.data(), n, &s) == Status::Success);
+        CHILD_CHECK(drive(*t, {&s}, milliseconds(10000)) == Status::Success);
+      } else {
+        CHILD_CHECK(t->exchange(peer, 300 + k, nullptr, 0, got.data(), n, nullptr,
+                                milliseconds(10000)) == Status::Success);
+        CHILD_CHECK(got == from0);
+        std::fill(got.begin(), got.end(), 0);
+        CHILD_CHECK(t->exchange(peer, 400 + k, nullptr, 0, got.data(), n, nullptr,
+                                milliseconds(10000)) == Status::Success);
+        CHILD_CHECK(got == from0);
+      }
     }
     return 0;
   };

@@ -58,13 +58,17 @@ Status ShmTransport::exchange(int peer, uint64_t tag, const void* send, size_t s
                               void* recv, size_t recvBytes, const Reducer* reducer,
                               std::chrono::milliseconds timeout) {
   Request sent, received;  // they live here: every way out below leaves neither posted
-  Status s;
+  Status s = Status::Success;
   uint64_t at = 0;     // where the awaited LL record starts, when watched
   bool watch = false;  // the record is not there yet: wait for it before posting the receive
+  const bool sends = send != nullptr || sendBytes != 0;  // else a step of one receive
+  const bool receives = recv != nullptr || recvBytes != 0;  // else of one send
+  if (!sends) complete(&sent, Status::Success);
+  if (!receives) complete(&received, Status::Success);
   {
     std::lock_guard<std::mutex> lock(mu_);
-    s = sendLocked(peer, tag, send, sendBytes, &sent);
-    if (s == Status::Success && peer != rank_) {
+    if (sends) s = sendLocked(peer, tag, send, sendBytes, &sent);
+    if (s == Status::Success && receives && peer != rank_) {
       const Peer& p = peers_[static_cast<size_t>(peer)];
       // Nothing else pending from the peer: the record is next in its LL FIFO (if it comes by LL).
       // With a core each, watch that one line for a while instead of posting and polling.
@@ -73,7 +77,7 @@ Status ShmTransport::exchange(int peer, uint64_t tag, const void* send, size_t s
               !llWholeAt(peer, p.llTail);
       at = p.llTail;
     }
-    if (s == Status::Success && !watch)
+    if (s == Status::Success && receives && !watch)
       s = recvLocked(peer, tag, recv, recvBytes, reducer, &received);
   }
   if (watch) {
