@@ -380,7 +380,7 @@ class CollRunner {
   int doneSteps_ = 0;
   bool finished_ = false;
   bool exchange_ = false;  ///< oneExchange() of the Plan in hand
-  int exchangeStep_ = 0;                     ///< its step of two transfers, when it holds
+  int exchangeStep_ = 0;                     ///< its step of one or two transfers, when it holds
   int exchangeSend_ = -1, exchangeRecv_ = -1;  ///< and its transfers (-1: absent)
   double traceStart_ = 0;           ///< NLCCL_TRACE_FILE: when the job started
   std::vector<double> stepStart_;   ///< and when each step's loop in flight was posted
