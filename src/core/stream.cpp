@@ -69,10 +69,12 @@ void Stream::enqueue(StreamItem item) {
     submitted_.fetch_add(1, std::memory_order_release);
     wake = threadWaits_ && !running_ && syncers_ == 0 && !(lazy_ && threadNaps_);
   }
-  if (wake) {
-    wakeups_.fetch_add(1, std::memory_order_relaxed);
-    workCv_.notify_one();
-  }
+  if (wake) wakeThread();
+}
+
+void Stream::wakeThread() {
+  wakeups_.fetch_add(1, std::memory_order_relaxed);
+  workCv_.notify_one();
 }
 
 void Stream::runFront(std::unique_lock<std::mutex>& lock) {
@@ -193,10 +195,7 @@ Status Stream::query() {
       syncRuns_ = 0;
     }
   }
-  if (wake) {
-    wakeups_.fetch_add(1, std::memory_order_relaxed);
-    workCv_.notify_one();
-  }
+  if (wake) wakeThread();
   return s;
 }
 

@@ -70,6 +70,8 @@ class Stream {
 
  private:
   void loop();
+  /// Wakes the thread from its wait (outside mu_), counted for wakeups().
+  void wakeThread();
   /// Runs the front item (the caller holds `lock` and has made itself the runner); returns with
   /// the lock held again.
   void runFront(std::unique_lock<std::mutex>& lock);

@@ -192,14 +192,28 @@ std::vector<std::vector<float>> runnerOutputs(const std::shared_ptr<const plan::
 // A Plan that is one step of one exchange (2-rank recursive doubling) goes to the transport's
 // exchange() whole, once per run (the prepared second run included), and sends what the
 // compiled form says; a Plan of more steps (ring) never does. Both compute the sum.
+/// `name`'s Plan of `req`, compiled; nullptr (and a test failure) when either step fails.
+std::shared_ptr<const plan::CompiledPlan> compiledPlan(const plan::Request& req,
+                                                       const char* name) {
+  std::string err;
+  auto built = algo::build(req, name, &err);
+  if (!built) {
+    ADD_FAILURE() << name << ": " << err;
+    return nullptr;
+  }
+  std::shared_ptr<const plan::CompiledPlan> cp;
+  if (plan::compile(std::move(*built), &cp, &err) != Status::Success) {
+    ADD_FAILURE() << name << ": " << err;
+    return nullptr;
+  }
+  return cp;
+}
+
 TEST(ConsumersAgree, OneExchangeStepsGoToTheTransportWhole) {
   for (const char* name : {"rd", "ring"}) {
     plan::Request req = requestFor(Collective::AllReduce, 2, 37);
-    std::string err;
-    auto built = algo::build(req, name, &err);
-    ASSERT_TRUE(built) << err;
-    std::shared_ptr<const plan::CompiledPlan> cp;
-    ASSERT_EQ(plan::compile(std::move(*built), &cp, &err), Status::Success) << err;
+    const auto cp = compiledPlan(req, name);
+    ASSERT_TRUE(cp);
     const Counts want = compiledCounts(*cp, 1);
     std::vector<std::unique_ptr<CountingTransport>> tps;
     const auto out = runnerOutputs(cp, req, &tps);
@@ -217,11 +231,8 @@ TEST(ConsumersAgree, OneExchangeStepsGoToTheTransportWhole) {
 TEST(ConsumersAgree, AnExchangeBesideLocalOnlyStepsGoesToTheTransportWhole) {
   const size_t count = 37;
   plan::Request req = requestFor(Collective::AllToAll, 2, count);
-  std::string err;
-  auto built = algo::build(req, "direct", &err);
-  ASSERT_TRUE(built) << err;
-  std::shared_ptr<const plan::CompiledPlan> cp;
-  ASSERT_EQ(plan::compile(std::move(*built), &cp, &err), Status::Success) << err;
+  const auto cp = compiledPlan(req, "direct");
+  ASSERT_TRUE(cp);
   ASSERT_GT(cp->rankSteps(0).second - cp->rankSteps(0).first, 1);  // the copy's step and more
   std::vector<std::unique_ptr<CountingTransport>> tps;
   const auto out = runnerOutputs(cp, req, &tps);
@@ -239,11 +250,8 @@ TEST(ConsumersAgree, AnExchangeBesideLocalOnlyStepsGoesToTheTransportWhole) {
 TEST(ConsumersAgree, AStepOfOneTransferGoesToTheTransportWhole) {
   const size_t count = 37;
   plan::Request req = requestFor(Collective::Broadcast, 2, count);
-  std::string err;
-  auto built = algo::build(req, "ring", &err);
-  ASSERT_TRUE(built) << err;
-  std::shared_ptr<const plan::CompiledPlan> cp;
-  ASSERT_EQ(plan::compile(std::move(*built), &cp, &err), Status::Success) << err;
+  const auto cp = compiledPlan(req, "ring");
+  ASSERT_TRUE(cp);
   std::vector<std::unique_ptr<CountingTransport>> tps;
   const auto out = runnerOutputs(cp, req, &tps);
   for (int r = 0; r < 2; ++r) {

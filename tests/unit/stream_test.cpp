@@ -40,6 +40,17 @@ bool waitFor(const std::atomic<int>& v, int want) {
   return true;
 }
 
+/// Enough synchronizes that find work pending to turn the stream lazy.
+constexpr int kWarm = 2 * Stream::kLazyAfter;
+
+/// `n` items, each enqueued and then synchronized for.
+void synchronizeEach(Stream& s, Record* rec, int n) {
+  for (int i = 0; i < n; ++i) {
+    s.enqueue(itemFor(rec));
+    ASSERT_EQ(s.synchronize(), Status::Success);
+  }
+}
+
 TEST(Stream, SynchronizingAfterEveryItemStopsWakingTheThread) {
   Stream s;
   Record rec;
@@ -62,14 +73,11 @@ TEST(Stream, SynchronizingAfterEveryItemStopsWakingTheThread) {
 TEST(Stream, WorkNobodySynchronizesStillRunsOnTheThread) {
   Stream s;
   Record rec;
-  for (int i = 0; i < 2 * Stream::kLazyAfter; ++i) {
-    s.enqueue(itemFor(&rec));
-    ASSERT_EQ(s.synchronize(), Status::Success);
-  }
+  synchronizeEach(s, &rec, kWarm);
   ASSERT_TRUE(s.lazy());
   const int before = rec.onCaller.load();
   s.enqueue(itemFor(&rec));  // not woken: the thread finds it at the end of its nap
-  ASSERT_TRUE(waitFor(rec.ran, 2 * Stream::kLazyAfter + 1));
+  ASSERT_TRUE(waitFor(rec.ran, kWarm + 1));
   EXPECT_EQ(rec.onCaller.load(), before);  // it ran on the stream's thread
   EXPECT_FALSE(s.lazy());                  // which wakes promptly again
   EXPECT_EQ(s.synchronize(), Status::Success);
@@ -78,16 +86,13 @@ TEST(Stream, WorkNobodySynchronizesStillRunsOnTheThread) {
 TEST(Stream, QueryTurnsWakeUpsBackOn) {
   Stream s;
   Record rec;
-  for (int i = 0; i < 2 * Stream::kLazyAfter; ++i) {
-    s.enqueue(itemFor(&rec));
-    ASSERT_EQ(s.synchronize(), Status::Success);
-  }
+  synchronizeEach(s, &rec, kWarm);
   ASSERT_TRUE(s.lazy());
   s.enqueue(itemFor(&rec));
   const Status q = s.query();
   EXPECT_TRUE(q == Status::InProgress || q == Status::Success);
   EXPECT_FALSE(s.lazy());  // a caller that polls gets its work started without a nap
-  ASSERT_TRUE(waitFor(rec.ran, 2 * Stream::kLazyAfter + 1));
+  ASSERT_TRUE(waitFor(rec.ran, kWarm + 1));
   EXPECT_EQ(s.synchronize(), Status::Success);
 }
 
