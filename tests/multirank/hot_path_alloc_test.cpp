@@ -7,6 +7,7 @@
 // new size (which prepares its collective) is seen to allocate.
 #include <gtest/gtest.h>
 #include <malloc.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <cstdio>
@@ -88,8 +89,18 @@ constexpr int kWarmup = 200;
 constexpr int kCalls = 2000;
 
 /// 8-byte float sums on `comm` (rank `r` of `p`), checked; false on any error or wrong sum.
-bool allReduces(nlcclComm_t comm, int r, int p, int calls, nlcclStream_t stream) {
+/// Rank `late` starts every `every`th call `lateUs` late, so its peers post their receives
+/// before its message arrives (the LL path takes a small message that is there already
+/// without posting anything).
+struct Lateness {
+  int rank = -1;
+  int every = 1;
+  unsigned us = 0;
+};
+bool allReduces(nlcclComm_t comm, int r, int p, int calls, nlcclStream_t stream,
+                Lateness late = {}) {
   for (int i = 0; i < calls; ++i) {
+    if (r == late.rank && i % late.every == 0) usleep(late.us);
     float in[2] = {static_cast<float>(r + 1), static_cast<float>(i % 7)};
     float out[2] = {0, 0};
     if (nlcclAllReduce(in, out, 2, nlcclFloat, nlcclSum, comm, stream) != nlcclSuccess)
@@ -192,18 +203,19 @@ INSTANTIATE_TEST_SUITE_P(Ranks, LoopbackHotPath,
 
 /// Over shm each process counts its own allocations; the children report through exit codes
 /// (0: none, 1: some, printed) after also checking the negative control.
-void shmHotPath(int p, bool onStream) {
+/// `warmLate` and `late` delay a rank in the warm-up and in the counted calls.
+void shmHotPath(int p, bool onStream, Lateness warmLate = {}, Lateness late = {}) {
   nlcclConfig_t config = NLCCL_CONFIG_INITIALIZER;
   config.transport = "shm";
   auto status = forkRanks(
       p,
-      [p, onStream](int r, nlcclComm_t comm) {
+      [p, onStream, warmLate, late](int r, nlcclComm_t comm) {
         nlcclStream_t stream = nullptr;
         if (onStream && nlcclStreamCreate(&stream) != nlcclSuccess) return false;
-        bool ok = allReduces(comm, r, p, kWarmup, stream);
+        bool ok = allReduces(comm, r, p, kWarmup, stream, warmLate);
         gAllocs.store(0);
         gArmed.store(true);
-        ok = ok && allReduces(comm, r, p, kCalls, stream);
+        ok = ok && allReduces(comm, r, p, kCalls, stream, late);
         gArmed.store(false);
         const long counted = gAllocs.load();
         gAllocs.store(0);
@@ -226,6 +238,12 @@ void shmHotPath(int p, bool onStream) {
 TEST(ShmHotPath, EightByteAllReduceAllocatesNothingAfterWarmup) { shmHotPath(2, false); }
 TEST(ShmHotPath, OnAStreamToo) { shmHotPath(2, true); }
 TEST(ShmHotPath, FourRanks) { shmHotPath(4, false); }
+// Rank 0 is late to every warm-up call, so its message from rank 1 is always there already and
+// it posts no receive ahead; then rank 1 is late now and then, and rank 0 posts its first
+// receives ahead of their messages among the counted calls.
+TEST(ShmHotPath, FirstReceivesPostedAheadOfTheirMessagesAfterWarmup) {
+  shmHotPath(2, false, {0, 1, 500}, {1, 100, 2000});
+}
 
 }  // namespace
 }  // namespace nlccl::testing

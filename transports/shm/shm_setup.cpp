@@ -24,6 +24,8 @@ namespace nlccl::transport {
 namespace {
 
 constexpr uint64_t kBlobMagic = 0x626f6c626d687331ull;
+/// Initial room in each peer's queues of sends, posted receives and single-copy sends.
+constexpr size_t kQueueDepth = 16;
 
 /// What each rank publishes through the setup all-gather.
 struct SetupBlob {
@@ -117,6 +119,8 @@ Status ShmTransport::setup(const AllGatherFn& allGather) {
   NLCHECK(shm::Segment::create(nranks_, rank_, slots, slotBytes, llLines, &own_));
   nextCheck_ = std::chrono::steady_clock::now();
   peers_.resize(static_cast<size_t>(nranks_));
+  selfSends_.reserve(kQueueDepth);
+  selfRecvs_.reserve(kQueueDepth);
   INFO(log::kShm,
        "shm: rank %d: segment of %" PRIu64 " bytes, %u slots x %" PRIu64
        " bytes per peer, LL up to %" PRIu64 " bytes (%u lines), single copy from %" PRIu64
@@ -158,6 +162,11 @@ Status ShmTransport::setup(const AllGatherFn& allGather) {
       return Status::InternalError;
     }
     Peer& peer = peers_[static_cast<size_t>(p)];
+    // Queues sized now, so that the first receive posted ahead of its message (the LL path
+    // takes most small ones directly) does not allocate on a warmed-up hot path.
+    peer.sends.reserve(kQueueDepth);
+    peer.posted.reserve(kQueueDepth);
+    peer.inflight.reserve(kQueueDepth);
     peer.pid = b.pid;
     peer.startTime = b.startTime;
     shmem::AllocationRef where;
