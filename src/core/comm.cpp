@@ -2,6 +2,9 @@
 
 #include <sched.h>
 
+#include <algorithm>
+#include <thread>
+
 
 #include "algorithms/algorithms.hpp"
 #include "algorithms/selection.hpp"
@@ -251,25 +254,24 @@ void Communicator::setAsyncError(Status s) {
 void Communicator::addPending() { pendingWork_.fetch_add(1); }
 
 void Communicator::removePending() {
-  // All seq_cst. With waitIdle (Dekker): either it sees the count reach 0, or this sees it
-  // waiting and wakes it. `removing_` covers the whole call, so a waiter that saw 0 (and may
-  // then free the communicator) first lets this call leave.
-  removing_.fetch_add(1);
-  if (pendingWork_.fetch_sub(1) == 1 && idleWaiters_.load() > 0) {
-    std::lock_guard<std::mutex> lock(idleMu_);
-    idleCv_.notify_all();
-  }
-  removing_.fetch_sub(1);  // the last touch of *this
+  // One atomic: the decrement is the last touch of *this (waitIdle may free the communicator as
+  // soon as it sees 0), so nothing may follow it; waitIdle polls instead of being woken.
+  pendingWork_.fetch_sub(1, std::memory_order_acq_rel);
 }
 
 void Communicator::waitIdle() {
-  idleWaiters_.fetch_add(1);
-  {
-    std::unique_lock<std::mutex> lock(idleMu_);
-    idleCv_.wait(lock, [this] { return pendingWork_.load() == 0; });
+  // Teardown and finalize only: spin a little (the last call is usually about to leave), then
+  // sleep in growing steps up to kMaxNap, so that a long queue costs no CPU meanwhile.
+  constexpr auto kMaxNap = std::chrono::microseconds(500);
+  auto nap = std::chrono::microseconds(5);
+  for (int i = 0; pendingWork_.load(std::memory_order_acquire) != 0; ++i) {
+    if (i < 64) {
+      sched_yield();
+      continue;
+    }
+    std::this_thread::sleep_for(nap);
+    nap = std::min(nap * 2, kMaxNap);
   }
-  idleWaiters_.fetch_sub(1);
-  while (removing_.load() != 0) sched_yield();  // a few instructions at most
 }
 
 void Communicator::abort() {

@@ -143,7 +143,8 @@ class Communicator {
   std::shared_ptr<const std::atomic<bool>> life() const { return alive_; }
 
   /// Work (queued or running) that uses this communicator; destroy and abort wait for it, so no
-  /// stream thread is left holding a freed communicator.
+  /// stream thread is left holding a freed communicator. removePending must be the caller's last
+  /// touch of the communicator; waitIdle polls the count (it is for teardown, not the hot path).
   void addPending();
   void removePending();
   void waitIdle();
@@ -194,11 +195,7 @@ class Communicator {
   std::mutex p2pMu_;
   std::vector<uint64_t> sendCount_, recvCount_;
 
-  std::atomic<int> pendingWork_{0};
-  std::atomic<int> idleWaiters_{0};
-  std::atomic<int> removing_{0};  ///< removePending calls in progress (waitIdle lets them finish)
-  std::mutex idleMu_;  ///< only for waiters (waitIdle) and their wake-up
-  std::condition_variable idleCv_;
+  std::atomic<int> pendingWork_{0};  ///< calls inside the API and items queued on streams
 
   std::atomic<double> lastModelledS_{0}, clockS_{0};
   std::atomic<uint64_t> lastBytesSent_{0}, collectives_{0};

@@ -6,6 +6,12 @@ namespace nlccl::core {
 
 namespace {
 
+/// `counter` += n for a counter only written under mu_ (and read without it): a plain store,
+/// not a locked read-modify-write.
+void bump(std::atomic<uint64_t>& counter, uint64_t n) {
+  counter.store(counter.load(std::memory_order_relaxed) + n, std::memory_order_release);
+}
+
 /// Spins up to `limit` until `ready()` holds (cheap checks on atomics, yielding now and then: on
 /// a loaded machine the thread we wait for needs the core), so that back-to-back calls do not
 /// each pay a futex sleep and wake-up; the caller then blocks as usual.
@@ -25,7 +31,7 @@ constexpr auto kSpin = std::chrono::microseconds(20);
 
 }  // namespace
 
-Stream::Stream() : queue_(64), thread_([this] { loop(); }) {}
+Stream::Stream() : queue_(kMaxQueued), thread_([this] { loop(); }) {}
 
 Stream::~Stream() {
   {
@@ -37,20 +43,14 @@ Stream::~Stream() {
   thread_.join();
 }
 
-void Stream::drain(std::unique_lock<std::mutex>& lock) {
-  // Work still pending when the caller comes: the thread's wake-ups for it bought nothing.
-  if (idle()) {
-    syncRuns_ = 0;
-  } else if (++syncRuns_ >= kLazyAfter) {
-    lazy_ = true;
-  }
+template <typename Done>
+void Stream::runUntil(std::unique_lock<std::mutex>& lock, Done done) {
   ++syncers_;  // from here the thread starts no new item: this caller runs them
-  while (true) {
+  while (!done()) {
     if (!queue_.empty() && !running_) {  // nobody has started them: run them here
       runBatch(lock);
       continue;
     }
-    if (idle()) break;
     // The thread is running the item it took before we came: wait for that one to finish.
     lock.unlock();
     const uint64_t seen = finished_.load(std::memory_order_acquire);
@@ -61,12 +61,27 @@ void Stream::drain(std::unique_lock<std::mutex>& lock) {
   --syncers_;
 }
 
+void Stream::drain(std::unique_lock<std::mutex>& lock) {
+  // Work still pending when the caller comes: the thread's wake-ups for it bought nothing.
+  if (idle()) {
+    syncRuns_ = 0;
+  } else if (++syncRuns_ >= kLazyAfter) {
+    lazy_ = true;
+  }
+  runUntil(lock, [this] { return idle(); });
+}
+
+void Stream::makeRoom(std::unique_lock<std::mutex>& lock) {
+  runUntil(lock, [this] { return queue_.size() < kMaxQueued; });
+}
+
 void Stream::enqueue(StreamItem item) {
   bool wake;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    std::unique_lock<std::mutex> lock(mu_);
+    if (queue_.size() >= kMaxQueued) makeRoom(lock);
     queue_.push_back(std::move(item));
-    submitted_.fetch_add(1, std::memory_order_release);
+    bump(submitted_, 1);
     wake = threadWaits_ && !running_ && syncers_ == 0 && !(lazy_ && threadNaps_);
   }
   if (wake) wakeThread();
@@ -87,7 +102,7 @@ void Stream::runFront(std::unique_lock<std::mutex>& lock) {
   item.hold.reset();  // released (its communicators' pending count with it) before it counts done
   lock.lock();
   running_ = false;
-  finished_.fetch_add(1, std::memory_order_release);
+  bump(finished_, 1);
   if (s != Status::Success && currentError() == Status::Success) {
     error_ = s;
     errorReported_ = false;
@@ -117,7 +132,7 @@ void Stream::runBatch(std::unique_lock<std::mutex>& lock) {
   }
   lock.lock();
   running_ = false;
-  finished_.fetch_add(n, std::memory_order_release);
+  bump(finished_, n);
   if (failed != Status::Success && currentError() == Status::Success) {
     error_ = failed;
     errorReported_ = false;

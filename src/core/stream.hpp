@@ -9,9 +9,12 @@
 // thread in synchronize(), which runs the items nobody has started yet itself instead of waiting
 // for the thread to be scheduled (a synchronizing caller pays no thread handoff). While a thread
 // synchronizes, the stream's thread starts no new item (two threads taking turns per item, on a
-// machine with fewer cores than threads, woke each other for every item). Enqueueing
-// allocates nothing once the queue has been as long as it gets (items are fixed-size; general
-// work is held by a pointer the caller made).
+// machine with fewer cores than threads, woke each other for every item). The queue holds at
+// most kMaxQueued items, made at construction, so enqueueing never allocates (items are
+// fixed-size; general work is held by a pointer the caller made); an enqueue that finds it full
+// first runs the oldest items itself, as a synchronize would, until there is room (a full
+// CUDA launch queue blocks the host likewise). nccl-tests-style timing loops that queue
+// thousands of calls before one synchronize so neither grow the queue nor wait for the thread.
 //
 // Lazy wake-ups: when the last few synchronizes each found work still pending (a program that
 // synchronizes after every call, or after each batch of calls, as nccl-tests does), waking the
@@ -67,6 +70,7 @@ class Stream {
   static constexpr int kLazyAfter = 4;  ///< synchronizes in a row finding work pending
   static constexpr std::chrono::microseconds kNap{10000};
   static constexpr int kNapsBeforeSleep = 64;
+  static constexpr size_t kMaxQueued = 1024;  ///< items waiting; enqueue makes room beyond
 
  private:
   void loop();
@@ -81,6 +85,11 @@ class Stream {
   /// Runs (or waits for) everything queued, as synchronize() and the destructor need; the thread
   /// starts no item meanwhile. Called and returns with `lock` held.
   void drain(std::unique_lock<std::mutex>& lock);
+  /// Runs the oldest items (or waits for the one running) until fewer than kMaxQueued wait.
+  void makeRoom(std::unique_lock<std::mutex>& lock);
+  /// drain's and makeRoom's loop: takes the runner role for batches until `done()`.
+  template <typename Done>
+  void runUntil(std::unique_lock<std::mutex>& lock, Done done);
   /// The error to report now (under mu_): clears a sticky one whose communicators are all gone.
   Status currentError();
 

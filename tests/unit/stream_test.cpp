@@ -7,6 +7,7 @@
 #include <atomic>
 #include <chrono>
 #include <thread>
+#include <vector>
 
 namespace nlccl::core {
 namespace {
@@ -94,6 +95,60 @@ TEST(Stream, QueryTurnsWakeUpsBackOn) {
   EXPECT_FALSE(s.lazy());  // a caller that polls gets its work started without a nap
   ASSERT_TRUE(waitFor(rec.ran, kWarm + 1));
   EXPECT_EQ(s.synchronize(), Status::Success);
+}
+
+/// What the full-queue test's items record: the order they ran in and who ran them.
+struct Ordered {
+  std::atomic<bool> release{false};
+  std::vector<int> order;  // written by one runner at a time (items run one at a time)
+  std::atomic<int> onEnqueuer{0};
+  std::thread::id enqueuer;
+};
+
+StreamItem orderedItem(Ordered* o, int index) {
+  StreamItem it;
+  it.ptr[0] = o;
+  it.value = static_cast<uint64_t>(index);
+  it.run = [](StreamItem& item, Lives*) {
+    auto* o = static_cast<Ordered*>(item.ptr[0]);
+    while (item.value == 0 && !o->release.load()) std::this_thread::yield();  // the gate
+    o->order.push_back(static_cast<int>(item.value));
+    if (std::this_thread::get_id() == o->enqueuer) o->onEnqueuer.fetch_add(1);
+    return Status::Success;
+  };
+  return it;
+}
+
+TEST(Stream, AnEnqueueToAFullQueueRunsTheOldestItemsItself) {
+  Stream s;
+  Ordered o;
+  const int total = static_cast<int>(3 * Stream::kMaxQueued);
+  std::atomic<int> enqueued{0};
+  // Item 0 holds the stream's thread until released; behind it the queue fills, and the
+  // enqueue after that must wait for room: it cannot return while item 0 runs.
+  std::thread producer([&] {
+    o.enqueuer = std::this_thread::get_id();
+    for (int i = 0; i < total; ++i) {
+      s.enqueue(orderedItem(&o, i));
+      enqueued.store(i + 1);
+    }
+  });
+  const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  while (enqueued.load() < static_cast<int>(Stream::kMaxQueued) &&
+         std::chrono::steady_clock::now() < end)
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  // Item 0 runs on the thread (or, had the producer got there first, on the producer, gated);
+  // either way at most kMaxQueued wait behind it, so the producer is stuck at the next one.
+  EXPECT_LE(enqueued.load(), static_cast<int>(Stream::kMaxQueued) + 1);
+  EXPECT_TRUE(o.order.empty());
+  o.release.store(true);
+  producer.join();
+  ASSERT_EQ(s.synchronize(), Status::Success);
+  ASSERT_EQ(static_cast<int>(o.order.size()), total);
+  for (int i = 0; i < total; ++i) ASSERT_EQ(o.order[static_cast<size_t>(i)], i) << "in order";
+  // The producer made its own room: it ran items rather than waiting for the thread each time.
+  EXPECT_GT(o.onEnqueuer.load(), 0);
 }
 
 }  // namespace
