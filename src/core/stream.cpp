@@ -48,7 +48,7 @@ void Stream::runUntil(std::unique_lock<std::mutex>& lock, Done done) {
   ++syncers_;  // from here the thread starts no new item: this caller runs them
   while (!done()) {
     if (!queue_.empty() && !running_) {  // nobody has started them: run them here
-      runBatch(lock);
+      runBatch(lock, true);
       continue;
     }
     // The thread is running the item it took before we came: wait for that one to finish.
@@ -92,28 +92,10 @@ void Stream::wakeThread() {
   workCv_.notify_one();
 }
 
-void Stream::runFront(std::unique_lock<std::mutex>& lock) {
-  StreamItem item = std::move(queue_.front());
-  queue_.pop_front();
-  running_ = true;
-  lock.unlock();
-  Lives owners;
-  Status s = item.run(item, &owners);
-  item.hold.reset();  // released (its communicators' pending count with it) before it counts done
-  lock.lock();
-  running_ = false;
-  bump(finished_, 1);
-  if (s != Status::Success && currentError() == Status::Success) {
-    error_ = s;
-    errorReported_ = false;
-    if (isFatal(s)) errorOwners_ = std::move(owners);
-  }
-  if (syncers_ > 0) idleCv_.notify_all();
-}
-
-void Stream::runBatch(std::unique_lock<std::mutex>& lock) {
-  // Up to kBatch items per lock round: a synchronizing caller behind many small collectives
-  // (nccl-tests' timing loop) pays the lock, the counter and the wake-up check once per batch.
+void Stream::runBatch(std::unique_lock<std::mutex>& lock, bool bySyncer) {
+  // Up to kBatch items per lock round: whoever runs many small collectives (nccl-tests' timing
+  // loop) pays the lock, the counter and the wake-up check once per batch, and an enqueuer that
+  // competes for the lock meanwhile meets it once per batch too.
   constexpr size_t kBatch = 16;
   StreamItem items[kBatch];
   size_t n = 0;
@@ -127,7 +109,7 @@ void Stream::runBatch(std::unique_lock<std::mutex>& lock) {
   Status failed = Status::Success;  // the first failure of the batch
   for (size_t i = 0; i < n; ++i) {
     const Status s = items[i].run(items[i], failed == Status::Success ? &owners : &later);
-    items[i].hold.reset();  // released before it counts done, as runFront does
+    items[i].hold.reset();  // released (its communicators' pending count with it) before done
     if (s != Status::Success && failed == Status::Success) failed = s;
   }
   lock.lock();
@@ -138,7 +120,8 @@ void Stream::runBatch(std::unique_lock<std::mutex>& lock) {
     errorReported_ = false;
     if (isFatal(failed)) errorOwners_ = std::move(owners);
   }
-  if (syncers_ > 1) idleCv_.notify_all();  // another synchronizer waits for the runner role
+  // Synchronizers (other than the caller) wait for the runner role.
+  if (syncers_ > (bySyncer ? 1 : 0)) idleCv_.notify_all();
 }
 
 void Stream::loop() {
@@ -147,7 +130,7 @@ void Stream::loop() {
   const auto ready = [this] { return stop_ || (!queue_.empty() && !running_ && syncers_ == 0); };
   while (true) {
     if (!queue_.empty() && !running_ && syncers_ == 0) {
-      runFront(lock);
+      runBatch(lock, false);
       continue;
     }
     if (stop_) return;

@@ -5,9 +5,9 @@
 // aborted or destroyed, and it is reported at least once even when that happened first (work
 // failed by nlcclCommAbort). Other errors are reported once.
 //
-// Items run one at a time, in order, by whoever holds the runner role: the stream's thread, or a
-// thread in synchronize(), which runs the items nobody has started yet itself instead of waiting
-// for the thread to be scheduled (a synchronizing caller pays no thread handoff). While a thread
+// Items run one at a time, in order, in batches of up to 16 per lock round, by whoever holds the
+// runner role: the stream's thread, or a thread in synchronize(), which runs the items nobody
+// has started yet itself instead of waiting for the thread to be scheduled (a synchronizing caller pays no thread handoff). While a thread
 // synchronizes, the stream's thread starts no new item (two threads taking turns per item, on a
 // machine with fewer cores than threads, woke each other for every item). The queue holds at
 // most kMaxQueued items, made at construction, so enqueueing never allocates (items are
@@ -76,11 +76,9 @@ class Stream {
   void loop();
   /// Wakes the thread from its wait (outside mu_), counted for wakeups().
   void wakeThread();
-  /// Runs the front item (the caller holds `lock` and has made itself the runner); returns with
-  /// the lock held again.
-  void runFront(std::unique_lock<std::mutex>& lock);
-  /// As runFront, for a synchronizing caller: the first items queued (up to a batch), in order.
-  void runBatch(std::unique_lock<std::mutex>& lock);
+  /// Takes the runner role and runs the first items queued (up to a batch), in order: the
+  /// thread, or a caller in runUntil (`bySyncer`). Called and returns with `lock` held.
+  void runBatch(std::unique_lock<std::mutex>& lock, bool bySyncer);
   bool idle() const { return queue_.empty() && !running_; }
   /// Runs (or waits for) everything queued, as synchronize() and the destructor need; the thread
   /// starts no item meanwhile. Called and returns with `lock` held.
