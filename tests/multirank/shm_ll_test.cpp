@@ -339,7 +339,7 @@ TEST_P(ShmLLCollectives, AroundA4KThreshold) { thresholdCollectives(GetParam(), 
 INSTANTIATE_TEST_SUITE_P(Shm, ShmLLCollectives, ::testing::Values(2, 3, 4, 8));
 
 TEST(ShmLLCollectivesOff, AroundTheThresholdWithoutLL) { thresholdCollectives(2, 0); }
-TEST(ShmLLCollectivesDefault, AroundTheDefaultThreshold) { thresholdCollectives(3, 128); }
+TEST(ShmLLCollectivesDefault, AroundTheDefaultThreshold) { thresholdCollectives(3, 512); }
 
 }  // namespace
 }  // namespace nlccl::testing
