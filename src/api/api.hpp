@@ -6,6 +6,7 @@
 #include <cstddef>
 #include <cstring>
 #include <new>
+#include <type_traits>
 #include <utility>
 
 #include "nlccl.h"
@@ -53,23 +54,29 @@ nlcclResult_t guard(core::Communicator* comm, F&& body) {
 /// guard() for calls that may block on peers (collectives, send/recv, split): the communicator
 /// stays alive until the call has returned, its error recorded included, so nlcclCommAbort from
 /// another thread (which waits for pending work) cannot free it under the call it unblocks.
+/// A body that takes a `bool*` may hand the hold over to work it queued (core::CollArgs::
+/// heldByCaller): it clears the flag, and must not touch the communicator afterwards.
 template <typename F>
 nlcclResult_t guardBlocking(core::Communicator* comm, F&& body) {
   struct Hold {
     core::Communicator* c = nullptr;
+    bool held = false;
     ~Hold() {
-      if (c) c->removePending();
+      if (held) c->removePending();
     }
   } hold;
   if (comm != nullptr && comm->valid()) {
     comm->addPending();
     hold.c = comm;
+    hold.held = true;
   }
-  return guard(comm, std::forward<F>(body));
+  if constexpr (std::is_invocable_v<F, bool*>) {
+    return guard(comm, [&] { return body(&hold.held); });
+  } else {
+    return guard(comm, std::forward<F>(body));
+  }
 }
 
-/// An enum argument's value read from its bytes. Callers may pass any int, and loading a C enum
-/// whose value lies outside its enumerators' range is undefined in C++ (UBSan's -fsanitize=enum).
 template <typename E>
 int rawEnum(const E& e) {
   static_assert(sizeof(E) == sizeof(int));

@@ -25,7 +25,8 @@ enum class Where { All, RootOnly };
 nlcclResult_t run(nlcclComm_t comm, core::CollArgs a, nlcclStream_t stream, const char* func,
                   size_t factor, bool needsOp, bool needsRoot, Where send, Where recv) {
   core::Communicator* c = comm ? api::toComm(comm) : nullptr;
-  return api::guardBlocking(c, [&] {
+  return api::guardBlocking(c, [&](bool* held) {
+    a.heldByCaller = held;  // a call queued on a stream takes the guard's pending count over
     const int dt = static_cast<int>(a.dtype);
     API_CHECK(checkCommon(comm, a.count, factor, dt, func));
     API_CHECK(api::checkActive(comm, func));

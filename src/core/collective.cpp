@@ -468,7 +468,12 @@ Status collective(Communicator* comm, const CollArgs& a, Stream* stream) {
     const uint64_t seq = comm->nextCollSeq();
     // Without a stream the call runs here, inside the API's hold of the communicator.
     if (stream == nullptr) return runPrepared(comm, p, a.send, a.recv, seq);
-    comm->addPending();
+    // The item holds a pending count until it has run (runQueuedPrepared drops it).
+    if (a.heldByCaller != nullptr && *a.heldByCaller) {
+      *a.heldByCaller = false;  // the caller's, handed over: one atomic less per call
+    } else {
+      comm->addPending();
+    }
     StreamItem item;
     item.run = runQueuedPrepared;
     item.ptr[0] = comm;

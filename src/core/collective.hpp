@@ -28,6 +28,10 @@ struct CollArgs {
   std::function<void()> prepareInput;
   /// Memory the call reads until it has run (PreMulSum's scaled input).
   std::shared_ptr<char> keepAlive;
+  /// Set (and true) when the caller holds one pending count of the communicator for this call
+  /// (the API's guard): a call queued on a stream then takes that count over for its item
+  /// (*heldByCaller becomes false) instead of adding one of its own, and the caller keeps it.
+  bool* heldByCaller = nullptr;
 };
 
 /// Turns a call with a PreMulSum operator of `comm` (args->op >= nlcclNumOps) into a Sum over a

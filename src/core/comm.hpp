@@ -120,7 +120,14 @@ class Communicator {
   const std::vector<int>& hostGroups() const { return hostGroups_; }
   void setHostGroups(std::vector<int> g) { hostGroups_ = std::move(g); }
 
-  uint64_t nextCollSeq() { return collSeq_.fetch_add(1); }
+  /// The next collective's number (the same on every rank: calls on a communicator are issued
+  /// in one order, by one thread at a time, as NCCL requires). A plain load and store, not a
+  /// locked read-modify-write: concurrent callers would already disagree across ranks.
+  uint64_t nextCollSeq() {
+    const uint64_t s = collSeq_.load(std::memory_order_relaxed);
+    collSeq_.store(s + 1, std::memory_order_relaxed);
+    return s;
+  }
   uint64_t nextSendTag(int peer);
   uint64_t nextRecvTag(int peer);
 

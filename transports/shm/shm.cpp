@@ -77,28 +77,27 @@ Status ShmTransport::exchange(int peer, uint64_t tag, const void* send, size_t s
               !llWholeAt(peer, p.llTail);
       at = p.llTail;
     }
-    if (s == Status::Success && receives && !watch)
-      s = recvLocked(peer, tag, recv, recvBytes, reducer, &received);
-  }
-  if (watch) {
-    // Lock-free, one line: the reply is taken a few loads after it lands (most exchanges). Ends
-    // at kSpinBeforeYield, or at other activity (a slot message, another thread's progress), or
-    // when the record is there; then the receive goes the usual way (recvLocked takes a record
-    // at the head directly).
-    const uint32_t epoch = activityEpoch();
-    std::chrono::steady_clock::time_point end{};
-    for (uint32_t i = 1; !llWholeAt(peer, at); ++i) {
+    if (watch) {
+      // One line, the lock kept (one acquisition per exchange; another thread using this
+      // transport waits at most kSpinBeforeYield): the reply is taken a few loads after it
+      // lands (most exchanges). Ends at kSpinBeforeYield, or at other activity (a slot message
+      // from the peer), or when the record is there; then the receive goes the usual way
+      // (recvLocked takes a record at the head directly).
+      const uint32_t epoch = activityEpoch();
+      std::chrono::steady_clock::time_point end{};
+      for (uint32_t i = 1; !llWholeAt(peer, at); ++i) {
 #if defined(__x86_64__) || defined(__i386__)
-      __builtin_ia32_pause();
+        __builtin_ia32_pause();
 #endif
-      if ((i & 63) != 0) continue;
-      if (activityEpoch() != epoch) break;
-      const auto now = std::chrono::steady_clock::now();
-      if (i == 64) end = now + kSpinBeforeYield;
-      else if (now >= end) break;
+        if ((i & 63) != 0) continue;
+        if (activityEpoch() != epoch) break;
+        const auto now = std::chrono::steady_clock::now();
+        if (i == 64) end = now + kSpinBeforeYield;
+        else if (now >= end) break;
+      }
     }
-    std::lock_guard<std::mutex> lock(mu_);
-    s = recvLocked(peer, tag, recv, recvBytes, reducer, &received);
+    if (s == Status::Success && receives)
+      s = recvLocked(peer, tag, recv, recvBytes, reducer, &received);
   }
   auto done = [&] {
     return sent.done.load(std::memory_order_acquire) &&
