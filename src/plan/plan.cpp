@@ -18,40 +18,6 @@ size_t colSum(const Request& req, int rank) {
 }
 }  // namespace
 
-size_t inputCount(Collective c, int nranks, size_t count, int root, int rank) {
-  const size_t p = static_cast<size_t>(nranks);
-  switch (c) {
-    case Collective::AllReduce: return count;
-    case Collective::AllGather: return count;
-    case Collective::ReduceScatter: return count * p;
-    case Collective::Broadcast: return rank == root ? count : 0;
-    case Collective::Reduce: return count;
-    case Collective::AllToAll: return count * p;
-    case Collective::AllToAllv: return 0;
-    case Collective::SendRecv: return 0;
-    case Collective::Gather: return count;
-    case Collective::Scatter: return rank == root ? count * p : 0;
-  }
-  return 0;
-}
-
-size_t outputCount(Collective c, int nranks, size_t count, int root, int rank) {
-  const size_t p = static_cast<size_t>(nranks);
-  switch (c) {
-    case Collective::AllReduce: return count;
-    case Collective::AllGather: return count * p;
-    case Collective::ReduceScatter: return count;
-    case Collective::Broadcast: return count;
-    case Collective::Reduce: return rank == root ? count : 0;
-    case Collective::AllToAll: return count * p;
-    case Collective::AllToAllv: return 0;
-    case Collective::SendRecv: return 0;
-    case Collective::Gather: return rank == root ? count * p : 0;
-    case Collective::Scatter: return count;
-  }
-  return 0;
-}
-
 size_t inputCount(const Request& req, int rank) {
   if (req.collective == Collective::AllToAllv) return rowSum(req, rank);
   if (req.collective == Collective::SendRecv) return req.matrix.empty() ? 0 : rowSum(req, rank);

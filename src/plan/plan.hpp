@@ -166,8 +166,40 @@ size_t inputCount(const Request& req, int rank);
 size_t outputCount(const Request& req, int rank);
 /// The same for a collective without a matrix (0 for AllToAllv and SendRecv), from its shape
 /// alone (the hot path builds no Request).
-size_t inputCount(Collective c, int nranks, size_t count, int root, int rank);
-size_t outputCount(Collective c, int nranks, size_t count, int root, int rank);
+inline size_t inputCount(Collective c, int nranks, size_t count, int root, int rank) {
+  const size_t p = static_cast<size_t>(nranks);
+  switch (c) {
+    case Collective::AllReduce: return count;
+    case Collective::AllGather: return count;
+    case Collective::ReduceScatter: return count * p;
+    case Collective::Broadcast: return rank == root ? count : 0;
+    case Collective::Reduce: return count;
+    case Collective::AllToAll: return count * p;
+    case Collective::AllToAllv: return 0;
+    case Collective::SendRecv: return 0;
+    case Collective::Gather: return count;
+    case Collective::Scatter: return rank == root ? count * p : 0;
+  }
+  return 0;
+}
+
+inline size_t outputCount(Collective c, int nranks, size_t count, int root, int rank) {
+  const size_t p = static_cast<size_t>(nranks);
+  switch (c) {
+    case Collective::AllReduce: return count;
+    case Collective::AllGather: return count * p;
+    case Collective::ReduceScatter: return count;
+    case Collective::Broadcast: return count;
+    case Collective::Reduce: return rank == root ? count : 0;
+    case Collective::AllToAll: return count * p;
+    case Collective::AllToAllv: return 0;
+    case Collective::SendRecv: return 0;
+    case Collective::Gather: return rank == root ? count * p : 0;
+    case Collective::Scatter: return count;
+  }
+  return 0;
+}
+
 /// Offset in Output of Input when the collective runs in place (NCCL's layout): AllGather
 /// rank*count, ReduceScatter: Output sits in Input at rank*count (returned negated via the flag),
 /// others 0. See plan.cpp.
