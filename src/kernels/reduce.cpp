@@ -11,6 +11,8 @@
 #include <limits>
 #include <type_traits>
 
+#include "util/small_copy.hpp"
+
 // On x86-64 with GCC every kernel is also compiled for x86-64-v3 (AVX2, F16C), picked at load
 // time by an ifunc: with only baseline SSE2 the narrow-float kernels run at half speed or less.
 // Not under ThreadSanitizer: its instrumented resolvers run before it is set up, and crash.
@@ -253,6 +255,10 @@ void reduceCopy(ReduceFn fn, void* dst, const void* src, const void* incoming,
                 size_t count, size_t elemSize) {
   if (count == 0) return;
   if (dst == src) return fn(dst, incoming, count);
+  if (count * elemSize <= 64) {  // a small all-reduce's one block: no memcpy call
+    copySmall(dst, src, count * elemSize);
+    return fn(dst, incoming, count);
+  }
   // Whole elements per block; at least one element for very wide types.
   const size_t per = std::max<size_t>(1, kReduceCopyBlockBytes / elemSize);
   char* d = static_cast<char*>(dst);

@@ -11,6 +11,7 @@
 #include "util/futex.hpp"
 #include "util/log.hpp"
 #include "util/process.hpp"
+#include "util/small_copy.hpp"
 
 namespace nlccl::transport {
 
@@ -39,6 +40,8 @@ void ShmTransport::deliver(const RecvOp& r, size_t offset, const char* src, size
                        bytes / r.reducer.elemSize, r.reducer.elemSize);
   else if (r.reduce)
     r.reducer.fn(r.buf + offset, src, bytes / r.reducer.elemSize);
+  else if (bytes <= 64)
+    copySmall(r.buf + offset, src, bytes);  // LL messages of a line or two: no call
   else
     std::memcpy(r.buf + offset, src, bytes);
 }

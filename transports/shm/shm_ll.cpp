@@ -7,10 +7,13 @@
 
 #include "transports/shm/shm.hpp"
 #include "util/log.hpp"
+#include "util/small_copy.hpp"
 
 namespace nlccl::transport {
 
 namespace {
+
+static_assert(shm::LLLine::kData <= 64, "copySmall copies a line's data");
 
 void complete(Request* req, Status s) {
   req->status = s;
@@ -38,14 +41,14 @@ bool ShmTransport::pumpLL(Peer& p, const SendOp& op) {
   for (uint64_t i = 1; i < n; ++i) {
     shm::LLLine* l = seg.llLine(rank_, p.llHead + i);
     const size_t k = std::min<size_t>(shm::LLLine::kData, op.bytes - off);
-    std::memcpy(l->data, op.buf + off, k);
+    copySmall(l->data, op.buf + off, k);
     off += k;
     l->flag.store(p.llHead + i + 1, std::memory_order_release);
   }
   shm::LLLine* l = seg.llLine(rank_, p.llHead);
   const shm::LLHead h{op.tag, p.sendSeq++, static_cast<uint32_t>(op.bytes)};
   std::memcpy(l->data, &h, sizeof h);
-  if (op.bytes) std::memcpy(l->data + sizeof h, op.buf, std::min<size_t>(op.bytes, shm::kLLFirst));
+  copySmall(l->data + sizeof h, op.buf, std::min<size_t>(op.bytes, shm::kLLFirst));
   l->flag.store(p.llHead + 1, std::memory_order_release);
   p.llHead += n;
   return true;
@@ -93,7 +96,7 @@ void ShmTransport::llConsume(int src, uint64_t t, uint64_t n, const shm::LLHead&
     size_t off = shm::kLLFirst;
     for (uint64_t i = 1; i < n; ++i) {
       const size_t k = std::min<size_t>(shm::LLLine::kData, h.bytes - off);
-      std::memcpy(stage + off, own_.llLine(src, t + i)->data, k);
+      copySmall(stage + off, own_.llLine(src, t + i)->data, k);
       off += k;
     }
     data = stage;
