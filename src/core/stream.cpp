@@ -96,7 +96,6 @@ void Stream::runBatch(std::unique_lock<std::mutex>& lock, bool bySyncer) {
   // Up to kBatch items per lock round: whoever runs many small collectives (nccl-tests' timing
   // loop) pays the lock, the counter and the wake-up check once per batch, and an enqueuer that
   // competes for the lock meanwhile meets it once per batch too.
-  constexpr size_t kBatch = 16;
   StreamItem items[kBatch];
   size_t n = 0;
   for (; n < kBatch && !queue_.empty(); ++n) {

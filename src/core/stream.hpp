@@ -71,6 +71,7 @@ class Stream {
   static constexpr std::chrono::microseconds kNap{10000};
   static constexpr int kNapsBeforeSleep = 64;
   static constexpr size_t kMaxQueued = 1024;  ///< items waiting; enqueue makes room beyond
+  static constexpr size_t kBatch = 16;        ///< items a runner takes per lock round
 
  private:
   void loop();
