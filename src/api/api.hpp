@@ -77,6 +77,8 @@ nlcclResult_t guardBlocking(core::Communicator* comm, F&& body) {
   }
 }
 
+/// An enum argument's value read from its bytes. Callers may pass any int, and loading a C enum
+/// whose value lies outside its enumerators' range is undefined in C++ (UBSan's -fsanitize=enum).
 template <typename E>
 int rawEnum(const E& e) {
   static_assert(sizeof(E) == sizeof(int));

@@ -5,7 +5,6 @@
 #include <algorithm>
 #include <thread>
 
-
 #include "algorithms/algorithms.hpp"
 #include "algorithms/selection.hpp"
 #include "tuner/host_fabric.hpp"

@@ -7,9 +7,10 @@
 //
 // Items run one at a time, in order, in batches of up to 16 per lock round, by whoever holds the
 // runner role: the stream's thread, or a thread in synchronize(), which runs the items nobody
-// has started yet itself instead of waiting for the thread to be scheduled (a synchronizing caller pays no thread handoff). While a thread
-// synchronizes, the stream's thread starts no new item (two threads taking turns per item, on a
-// machine with fewer cores than threads, woke each other for every item). The queue holds at
+// has started yet itself instead of waiting for the thread to be scheduled (a synchronizing
+// caller pays no thread handoff). While a thread synchronizes, the stream's thread starts no new
+// item (two threads taking turns per item, on a machine with fewer cores than threads, woke each
+// other for every item). The queue holds at
 // most kMaxQueued items, made at construction, so enqueueing never allocates (items are
 // fixed-size; general work is held by a pointer the caller made); an enqueue that finds it full
 // first runs the oldest items itself, as a synchronize would, until there is room (a full
