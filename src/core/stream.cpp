@@ -65,8 +65,11 @@ void Stream::drain(std::unique_lock<std::mutex>& lock) {
   // Work still pending when the caller comes: the thread's wake-ups for it bought nothing.
   if (idle()) {
     syncRuns_ = 0;
-  } else if (++syncRuns_ >= kLazyAfter) {
+  } else if (++syncRuns_ >= kLazyAfter && !lazy_) {
     lazy_ = true;
+    // A thread asleep until woken moves to napping now, not at the next enqueue's wake-up
+    // (which would hand it that enqueue's work, before its synchronize comes).
+    if (threadWaits_ && !threadNaps_) workCv_.notify_one();
   }
   runUntil(lock, [this] { return idle(); });
 }
@@ -127,12 +130,21 @@ void Stream::loop() {
   std::unique_lock<std::mutex> lock(mu_);
   int naps = 0;  // lazy naps in a row that found nothing to do
   const auto ready = [this] { return stop_ || (!queue_.empty() && !running_ && syncers_ == 0); };
+  bool wasIdle = true;  // the thread comes from its start, a spin or a wait, not from a batch
   while (true) {
     if (!queue_.empty() && !running_ && syncers_ == 0) {
+      // Work found idle while a synchronize had turned wake-ups off (the spin or the wait began
+      // before it did): nobody synchronizes for it, as when a nap finds work.
+      if (wasIdle && lazy_) {
+        lazy_ = false;
+        syncRuns_ = 0;
+      }
+      wasIdle = false;
       runBatch(lock, false);
       continue;
     }
     if (stop_) return;
+    wasIdle = true;
     if (queue_.empty() && !lazy_) {
       // Idle: back-to-back work usually follows at once; spin a little before sleeping.
       lock.unlock();
@@ -143,7 +155,7 @@ void Stream::loop() {
     }
     threadWaits_ = true;
     if (!lazy_) {
-      // Until work comes, or a synchronize turns wake-ups off (learnt at the next wake-up).
+      // Until work comes, or a synchronize turns wake-ups off (it then wakes us to nap).
       workCv_.wait(lock, [&] { return ready() || lazy_; });
       naps = 0;
     } else {
