@@ -112,7 +112,8 @@ class RankBench {
   RankBench(const Options& o, nlcclComm_t comm, const Launch& l) : o_(o), comm_(comm), launch_(l) {
     NLOK(nlcclCommCount(comm, &n_));
     NLOK(nlcclCommUserRank(comm, &rank_));
-    NLOK(nlcclStreamCreate(&stream_));
+    // -Z 1: stream_ stays NULL, so every call blocks until done (synchronizing it is a no-op).
+    if (!o.nullStream) NLOK(nlcclStreamCreate(&stream_));
     nlcclCommStats_t st;
     st.size = sizeof st;
     NLOK(nlcclCommGetStats(comm, &st));
@@ -120,7 +121,7 @@ class RankBench {
   }
   ~RankBench() {
     unregister();
-    nlcclStreamDestroy(stream_);
+    if (stream_) nlcclStreamDestroy(stream_);
   }
 
   int run();

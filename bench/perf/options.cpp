@@ -71,6 +71,7 @@ void usage(FILE* f) {
       "  -p,--parallel_init <0/1>     rank threads make their communicators concurrently\n"
       "  -c,--check <n>               checked iterations per size; 0: none (default 1)\n"
       "  -z,--blocking <0/1/2/3>      1: sync and barrier after each call; 2, 3: sync only\n"
+      "  -Z,--null_stream <0/1>       1: every call on the NULL stream (blocking, as MPI's)\n"
       "  -G,--cudagraph <n>           CUDA graph launches: only 0 (no graphs on a host)\n"
       "  -C,--report_cputime <0/1>    label times cputime (they are host times)\n"
       "  -T,--timeout <seconds>       end a test that runs longer (default: none)\n"
@@ -150,6 +151,7 @@ const Flag kFlags[] = {
     {'p', "parallel_init", 0, 1, &Options::parallelInit, "0 or 1"},
     {'c', "check", 0, kBig, &Options::check, "checked iterations >= 0"},
     {'z', "blocking", 0, 3, &Options::blocking, "0, 1, 2 or 3"},
+    {'Z', "null_stream", 0, 1, &Options::nullStream, "0 or 1"},
     {'G', "cudagraph", 0, kBig, &Options::graphs, "graph launches >= 0"},
     {'C', "report_cputime", 0, 1, &Options::cpuTime, "0 or 1"},
     {'T', "timeout", 0, 1 << 24, &Options::timeoutSec, "seconds >= 0"},

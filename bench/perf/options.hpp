@@ -46,6 +46,7 @@ struct Options {
   int parallelInit = 0;  ///< -p: rank threads make their communicators concurrently
   int check = 1;       ///< -c: checked iterations per size (0: no checking)
   int blocking = 0;    ///< -z: 1 sync and barrier after each call, 2 or 3 sync only
+  int nullStream = 0;  ///< -Z: 1 issues every call on the NULL stream (blocking, as MPI's are)
   int root = 0;        ///< -1: every root in turn
   std::vector<nlcclDataType_t> types{nlcclFloat};
   std::vector<int> ops{nlcclSum};  ///< nlcclRedOp_t values and kMulSum

@@ -148,6 +148,8 @@ void Reporter::header(const std::vector<RankInfo>& ranks) {
     std::printf("# Blocking Enabled: wait for completion and barrier after each collective \n");
   if (opts_.blocking > 1)
     std::printf("# Blocking Enabled: wait for completion after each collective (no barrier) \n");
+  if (opts_.nullStream)
+    std::printf("# NULL Stream: every call blocks until it is done, as MPI's do \n");
   if (opts_.perIter)
     std::printf("# Per-Iteration Report: host timing of each iteration; i_* uses max over "
                 "process rows \n");

@@ -59,6 +59,9 @@ CASES = [
     ("-c 0", "allreduce", ["-c", "0"], lambda o, rc: rc == 0 and all(r[8] == "N/A" for r in rows(o))),
     ("-z 1", "allreduce", ["-z", "1"], lambda o, rc: "barrier after each collective" in o and ok_rows(o)),
     ("-z 2", "allreduce", ["-z", "2"], lambda o, rc: "(no barrier)" in o and ok_rows(o)),
+    ("-Z 1", "allreduce", ["-Z", "1", "-c", "2"], lambda o, rc: rc == 0 and "# NULL Stream" in o
+     and ok_rows(o)),
+    ("-Z 1 sendrecv", "sendrecv", ["-Z", "1"], lambda o, rc: rc == 0 and ok_rows(o)),
     ("-G", "allreduce", ["-G", "1"], lambda o, rc: rc == 2),
     ("-G 0", "allreduce", ["-G", "0"], lambda o, rc: rc == 0 and "graph: 0" in o),
     ("-C", "allreduce", ["-C", "1"], lambda o, rc: "cputime" in header(o, "#       size")),

@@ -48,6 +48,7 @@ const std::vector<Case>& cases() {
       {"-p", "--parallel_init", "1", [](const Options& o) { return o.parallelInit == 1; }},
       {"-c", "--check", "5", [](const Options& o) { return o.check == 5; }},
       {"-z", "--blocking", "2", [](const Options& o) { return o.blocking == 2; }},
+      {"-Z", "--null_stream", "1", [](const Options& o) { return o.nullStream == 1; }},
       {"-G", "--cudagraph", "0", [](const Options& o) { return o.graphs == 0; }},
       {"-C", "--report_cputime", "1", [](const Options& o) { return o.cpuTime == 1; }},
       {"-T", "--timeout", "30", [](const Options& o) { return o.timeoutSec == 30; }},
