@@ -88,15 +88,16 @@ namespace {
 constexpr int kWarmup = 200;
 constexpr int kCalls = 2000;
 
-/// 8-byte float sums on `comm` (rank `r` of `p`), checked; false on any error or wrong sum.
-/// Rank `late` starts every `every`th call `lateUs` late, so its peers post their receives
-/// before its message arrives (the LL path takes a small message that is there already
-/// without posting anything).
+/// Rank `rank` starts every `every`th call `us` microseconds late, so its peers post their
+/// receives before its message arrives (the LL path takes a small message that is there
+/// already without posting anything).
 struct Lateness {
   int rank = -1;
   int every = 1;
   unsigned us = 0;
 };
+
+/// 8-byte float sums on `comm` (rank `r` of `p`), checked; false on any error or wrong sum.
 bool allReduces(nlcclComm_t comm, int r, int p, int calls, nlcclStream_t stream,
                 Lateness late = {}) {
   for (int i = 0; i < calls; ++i) {
