@@ -87,19 +87,58 @@ int rawEnum(const E& e) {
   return v;
 }
 
+/// The WARN and the failure of each check below, out of line (the checks themselves are inline:
+/// every call makes them).
+namespace fail {
+Status nullComm(const char* func);
+Status deadComm(const char* func);
+Status dataType(int t, const char* func);
+Status redOp(int op, const char* func);
+Status nullBuffer(const char* name, const char* func);
+Status count(size_t count, const char* name, const char* func);
+Status rank(int r, int nranks, const char* name, const char* func);
+Status suspended(const char* func);
+}  // namespace fail
+
 /// InvalidArgument unless `comm` is a live communicator.
-Status checkComm(nlcclComm_t comm, const char* func);
+inline Status checkComm(nlcclComm_t comm, const char* func) {
+  if (comm == nullptr) [[unlikely]] return fail::nullComm(func);
+  if (!toComm(comm)->valid()) [[unlikely]] return fail::deadComm(func);
+  return Status::Success;
+}
 /// `t` and `op` are enum arguments read with rawEnum().
-Status checkDataType(int t, const char* func);
-Status checkRedOp(int op, const char* func);
+inline Status checkDataType(int t, const char* func) {
+  if (t < 0 || t >= nlcclNumTypes) [[unlikely]] return fail::dataType(t, func);
+  return Status::Success;
+}
+inline Status checkRedOp(int op, const char* func) {
+  if (op < 0 || op >= nlcclNumOps) [[unlikely]] return fail::redOp(op, func);
+  return Status::Success;
+}
 /// InvalidArgument when `ptr` is null while `count` elements are to be read or written.
-Status checkBuffer(const void* ptr, size_t count, const char* name, const char* func);
-/// InvalidArgument when count * factor * element size overflows size_t.
-Status checkCount(size_t count, size_t factor, int t, const char* name,
-                  const char* func);
-Status checkRank(int r, int nranks, const char* name, const char* func);
+inline Status checkBuffer(const void* ptr, size_t count, const char* name, const char* func) {
+  if (ptr == nullptr && count > 0) [[unlikely]] return fail::nullBuffer(name, func);
+  return Status::Success;
+}
+/// InvalidArgument when count * factor * element size overflows size_t (or passes 2^62). Call
+/// after checkDataType.
+inline Status checkCount(size_t count, size_t factor, int t, const char* name, const char* func) {
+  const size_t es = dataTypeSize(static_cast<DataType>(t));
+  size_t bytes;
+  if (__builtin_mul_overflow(count, factor, &bytes) || __builtin_mul_overflow(bytes, es, &bytes) ||
+      bytes > (size_t{1} << 62)) [[unlikely]]
+    return fail::count(count, name, func);
+  return Status::Success;
+}
+inline Status checkRank(int r, int nranks, const char* name, const char* func) {
+  if (r < 0 || r >= nranks) [[unlikely]] return fail::rank(r, nranks, name, func);
+  return Status::Success;
+}
 /// InvalidUsage while `comm` is suspended (nlcclCommSuspend). Call after checkComm.
-Status checkActive(nlcclComm_t comm, const char* func);
+inline Status checkActive(nlcclComm_t comm, const char* func) {
+  if (toComm(comm)->suspended()) [[unlikely]] return fail::suspended(func);
+  return Status::Success;
+}
 
 /// The configuration of a new communicator: the environment's defaults with the fields of
 /// `cfg` (NULL: none) on top. InvalidArgument, naming the field, for a value out of range.

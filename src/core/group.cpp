@@ -13,7 +13,7 @@ struct Pending {
   Stream* stream;
   std::shared_ptr<Work> work;
 };
-thread_local int tDepth = 0;
+__attribute__((tls_model("initial-exec"))) thread_local int tDepth = 0;  // read every call
 thread_local std::vector<Pending> tPending;
 
 Status runWork(StreamItem& item, Lives* owners) {

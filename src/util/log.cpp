@@ -14,13 +14,18 @@
 
 namespace nlccl::log {
 
+std::atomic<int> detail::gLevel{-1};  // -1: not read yet
+
 namespace {
 
-std::atomic<int> gLevel{-1};  // -1: not read yet
+using detail::gLevel;
 std::atomic<uint32_t> gMask{kAll};
 std::mutex gMutex;
 FILE* gOut = nullptr;
-thread_local std::string tLastError;
+// Initial-exec: every API call clears the last error, and the general-dynamic model a shared
+// library gets by default costs a __tls_get_addr call per access (small: fits the static TLS
+// glibc reserves for libraries loaded later with dlopen, as Python loads the torch binding).
+__attribute__((tls_model("initial-exec"))) thread_local std::string tLastError;
 thread_local int tRank = -1;
 // NLCCL_DEBUG_FILE: the path opened, and whether it was expanded before the rank was known (%r
 // as -1): the first line is usually logged before init knows the rank, so the file is renamed
@@ -109,7 +114,7 @@ int loadLevel() {
 
 }  // namespace
 
-bool enabled(Level level, uint32_t subsys) {
+bool detail::enabledSlow(Level level, uint32_t subsys) {
   int lvl = loadLevel();
   if (static_cast<int>(level) > lvl) return false;
   return level == Level::Warn || (gMask.load(std::memory_order_relaxed) & subsys) != 0;

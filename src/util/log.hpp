@@ -4,6 +4,7 @@
 // which the C API hands to nlcclGetLastError.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <string>
 
@@ -26,8 +27,18 @@ enum Subsys : uint32_t {
   kAll = ~0u,
 };
 
-/// True when a message at `level` for `subsys` would be written (cheap: one atomic load).
-bool enabled(Level level, uint32_t subsys);
+namespace detail {
+extern std::atomic<int> gLevel;  ///< NLCCL_DEBUG's level once read, -1 before
+bool enabledSlow(Level level, uint32_t subsys);
+}  // namespace detail
+
+/// True when a message at `level` for `subsys` would be written. Inline, as every call checks
+/// it: with logging off (the level read and below `level`) one relaxed load and a compare.
+inline bool enabled(Level level, uint32_t subsys) {
+  const int lvl = detail::gLevel.load(std::memory_order_relaxed);
+  if (lvl >= 0 && static_cast<int>(level) > lvl) return false;
+  return detail::enabledSlow(level, subsys);
+}
 /// Writes a line; WARN lines are also stored as the thread's last error. printf-style.
 void write(Level level, uint32_t subsys, const char* file, int line, const char* fmt, ...)
     __attribute__((format(printf, 5, 6)));
