@@ -345,6 +345,42 @@ Status prepare(Communicator* comm, const PreparedKey& key, const char* algo, int
   return Status::Success;
 }
 
+/// Runs `job` of `p` on `runner` and records the outcome on the communicator.
+Status runJob(Communicator* comm, Prepared* p, engine::Runner* runner, engine::CollJob& job,
+              const void* send, void* recv, char* scratch, uint64_t seq) {
+  if (!job.plan) {  // the parts that never change, once per job
+    job.plan = p->plan;
+    job.rank = comm->rank();
+    job.dtype = p->key.dtype;
+    job.op = p->key.op;
+    job.transport = comm->transport();
+    job.sliceBytes = p->sliceBytes >= 0 ? static_cast<size_t>(p->sliceBytes)
+                                        : comm->config().sliceBytes;
+  }
+  job.input = send;
+  job.output = recv;
+  job.scratch = scratch;
+  job.seq = seq;
+  const Status s = runner->run(job, comm->config().timeout);
+  if (s == Status::Success) {
+    comm->recordCollective(p->algorithm, job.vcall, job.vend, job.bytesSent);
+  } else {  // the engine has aborted the transport: the communicator is done
+    comm->setLastError(log::lastError());
+    comm->setAsyncError(s);
+  }
+  return s;
+}
+
+/// runPrepared() while another thread runs the same prepared collective on this communicator:
+/// a runner, job and scratch of its own.
+Status runSpare(Communicator* comm, Prepared* p, const void* send, void* recv, uint64_t seq) {
+  engine::Runner runner;
+  engine::CollJob job;
+  std::shared_ptr<char> lease;
+  if (p->scratchBytes > 0) lease = comm->leaseScratch(p->scratchBytes);
+  return runJob(comm, p, &runner, job, send, recv, lease.get(), seq);
+}
+
 /// Runs a prepared collective to completion in the calling thread: no allocation and no lock
 /// once it has run before (unless another thread runs the same one on this communicator at the
 /// same moment: then a fresh runner serves this call). Errors are recorded on the communicator
@@ -360,44 +396,16 @@ Status runPrepared(Communicator* comm, Prepared* p, const void* send, void* recv
     comm->setLastError(log::lastError());
     return e;
   }
-  const bool owned = !p->busy.exchange(true, std::memory_order_acquire);
-  std::unique_ptr<engine::Runner> spare;
-  engine::Runner* runner = &p->runner;
-  if (!owned) {
-    spare = std::make_unique<engine::Runner>();
-    runner = spare.get();
-  }
-  char* scratch = owned ? p->keptScratch() : nullptr;
+  if (p->busy.exchange(true, std::memory_order_acquire)) return runSpare(comm, p, send, recv, seq);
+  char* scratch = p->keptScratch();
   std::shared_ptr<char> lease;
   if (p->scratchBytes > 0 && scratch == nullptr) {
     lease = comm->leaseScratch(p->scratchBytes);
     scratch = lease.get();
   }
-  // The owner reuses the entry's job (no reference count to bump per call); a concurrent caller
-  // fills its own.
-  std::optional<engine::CollJob> spareJob;
-  engine::CollJob& job = owned ? p->job : spareJob.emplace();
-  if (!job.plan) {
-    job.plan = p->plan;
-    job.rank = comm->rank();
-    job.dtype = p->key.dtype;
-    job.op = p->key.op;
-    job.transport = comm->transport();
-    job.sliceBytes = p->sliceBytes >= 0 ? static_cast<size_t>(p->sliceBytes)
-                                        : comm->config().sliceBytes;
-  }
-  job.input = send;
-  job.output = recv;
-  job.scratch = scratch;
-  job.seq = seq;
-  const Status s = runner->run(job, comm->config().timeout);
-  if (owned) p->busy.store(false, std::memory_order_release);
-  if (s == Status::Success) {
-    comm->recordCollective(p->algorithm, job.vcall, job.vend, job.bytesSent);
-  } else {  // the engine has aborted the transport: the communicator is done
-    comm->setLastError(log::lastError());
-    comm->setAsyncError(s);
-  }
+  // The owner reuses the entry's runner and job (no reference count to bump per call).
+  const Status s = runJob(comm, p, &p->runner, p->job, send, recv, scratch, seq);
+  p->busy.store(false, std::memory_order_release);
   return s;
 }
 

@@ -39,9 +39,12 @@ class CollRunner {
     if (cp_ == job.plan.get() && cp_ != nullptr && job.rank == rank_ && job.dtype == dtype_ &&
         job.op == op_ && job.sliceBytes == sliceBytes_ && model_ == nullptr &&
         job.transport->timeModel() == nullptr && !trace::enabled()) {
-      // Run again as last time (a prepared collective): only the progress counters restart.
-      std::fill(started_.begin(), started_.end(), 0);
-      std::fill(completed_.begin(), completed_.end(), 0);
+      // Run again as last time (a prepared collective): only the progress counters restart
+      // (runExchange leaves them at 0).
+      if (!exchange_) {
+        std::fill(started_.begin(), started_.end(), 0);
+        std::fill(completed_.begin(), completed_.end(), 0);
+      }
       doneSteps_ = 0;
       finished_ = false;
       job.vend = job.vstart;
@@ -76,6 +79,7 @@ class CollRunner {
       }
     }
     exchange_ = oneExchange(*job.transport);
+    tp_ = job.transport;
     clock_.reset();
     if (model_) clock_.emplace(*cp_, job.rank, loops_, job.vstart);
     job.vend = job.vstart;
@@ -90,43 +94,43 @@ class CollRunner {
   /// Whether this run is one step of one exchange that the transport does in one call.
   bool exchangeOnly() const { return exchange_; }
 
+  /// Whether `job` runs as the last run did and that was one exchange (exchangeOnly()): then
+  /// runExchange() may follow without reset() (Runner::run's fast path).
+  bool sameExchange(const CollJob& job) const {
+    return exchange_ && cp_ == job.plan.get() && job.transport == tp_ && job.rank == rank_ &&
+           job.dtype == dtype_ &&
+           job.op == op_ && job.sliceBytes == sliceBytes_ && !trace::enabled();
+  }
+
   /// Runs that step (exchangeOnly()): the transport's exchange, then the step's local ops.
-  Status runExchange(std::chrono::milliseconds timeout) {
+  Status runExchange(CollJob& job, std::chrono::milliseconds timeout) {
+    job_ = &job;
     // One loop: the slices are the regions. An absent half is (nullptr, 0) (transport.hpp).
-    std::pair<char*, size_t> snd{nullptr, 0}, rcv{nullptr, 0};
-    int peer = -1;
-    transport::Reducer fused = reducer_;
+    char* sp = xSend_.bytes ? base(xSend_.buffer) + xSend_.offset : nullptr;
+    char* rp = xRecv_.bytes ? base(xRecv_.buffer) + xRecv_.offset : nullptr;
+    transport::Reducer fused;
     const transport::Reducer* red = nullptr;
-    if (exchangeSend_ >= 0) {
-      const plan::Transfer& send = cp_->transfer(exchangeSend_);
-      snd = whole(send.region);
-      peer = send.peer;
+    if (xReduce_ == XReduce::Copy) {
+      fused = reducer_;
+      fused.src = base(xSrc_.buffer) + xSrc_.offset;
+      red = &fused;
+    } else if (xReduce_ == XReduce::InPlace) {
+      red = &reducer_;
     }
-    if (exchangeRecv_ >= 0) {
-      const plan::Transfer& recv = cp_->transfer(exchangeRecv_);
-      rcv = whole(recv.region);
-      peer = recv.peer;
-      if (recv.kind == XferKind::RecvReduceCopy) {
-        fused.src = whole(recv.src).first;
-        red = &fused;
-      } else if (recv.kind == XferKind::RecvReduce) {
-        red = &reducer_;
-      }
-    }
-    auto [sp, sn] = snd;
-    auto [rp, rn] = rcv;
     // Steps of local ops alone (all-to-all's own block, on a channel of its own) first: they
     // and the exchange may all start at once (oneExchange), so any order is the Plan's.
-    for (int s = first_; s < last_; ++s)
-      if (s != exchangeStep_) runLocals(s, 0);
-    job_->bytesSent += sn;
-    NLCHECK(job_->transport->exchange(peer, tag(exchangeStep_, 0), sp, sn, rp, rn, red, timeout));
-    runLocals(exchangeStep_, 0);
-    std::fill(started_.begin(), started_.end(), 1);
-    std::fill(completed_.begin(), completed_.end(), 1);
+    if (exchangeLocals_)
+      for (int s = first_; s < last_; ++s)
+        if (s != exchangeStep_) runLocals(s, 0);
+    job.bytesSent += xSend_.bytes;
+    const uint64_t tag = makeCollTag(job.seq, xChannel_, 0);
+    NLCHECK(job.transport->exchange(xPeer_, tag, sp, xSend_.bytes, rp, xRecv_.bytes, red, timeout));
+    if (exchangeLocals_) runLocals(exchangeStep_, 0);
+    // started_/completed_ stay 0: nothing reads them after a run that succeeded, and the next
+    // reset() need not clear them.
     doneSteps_ = last_ - first_;
     finished_ = true;
-    finishAvg();
+    if (job.op == RedOp::Avg) finishAvg();
     return Status::Success;
   }
 
@@ -196,9 +200,6 @@ class CollRunner {
     plan::CompiledPlan::slice(r.count, static_cast<size_t>(loop), static_cast<size_t>(loops_),
                               &first, &n);
     return {base(r.buffer) + (r.offset + first) * es_, n * es_};
-  }
-  std::pair<char*, size_t> whole(const Region& r) const {
-    return {base(r.buffer) + r.offset * es_, r.count * es_};
   }
   uint64_t tag(int s, int loop) const {
     return makeCollTag(job_->seq, static_cast<unsigned>(cp_->steps()[s].channel),
@@ -320,8 +321,10 @@ class CollRunner {
         !tp.exchanges())
       return false;
     exchangeStep_ = -1;
+    exchangeLocals_ = false;
     for (int s = first_; s < last_; ++s) {
       if (!cp_->mayStart(s, 0, completed_.data(), first_)) return false;  // all still 0 here
+      exchangeLocals_ = exchangeLocals_ || !cp_->step(s).locals.empty();
       if (cp_->steps()[s].numXfers == 0) continue;
       if (exchangeStep_ >= 0) return false;
       exchangeStep_ = s;
@@ -340,8 +343,31 @@ class CollRunner {
         return false;
       slot = x;
     }
-    return exchangeSend_ < 0 || exchangeRecv_ < 0 ||
-           cp_->transfer(exchangeSend_).peer == cp_->transfer(exchangeRecv_).peer;
+    if (exchangeSend_ >= 0 && exchangeRecv_ >= 0 &&
+        cp_->transfer(exchangeSend_).peer != cp_->transfer(exchangeRecv_).peer)
+      return false;
+    // What runExchange needs, in bytes from its buffer's base.
+    const auto place = [&](const Region& r) { return XRegion{r.buffer, r.offset * es_, r.count * es_}; };
+    xSend_ = xRecv_ = xSrc_ = XRegion{};
+    xReduce_ = XReduce::None;
+    if (exchangeSend_ >= 0) {
+      const plan::Transfer& send = cp_->transfer(exchangeSend_);
+      xSend_ = place(send.region);
+      xPeer_ = send.peer;
+    }
+    if (exchangeRecv_ >= 0) {
+      const plan::Transfer& recv = cp_->transfer(exchangeRecv_);
+      xRecv_ = place(recv.region);
+      xPeer_ = recv.peer;
+      if (recv.kind == XferKind::RecvReduceCopy) {
+        xSrc_ = place(recv.src);
+        xReduce_ = XReduce::Copy;
+      } else if (recv.kind == XferKind::RecvReduce) {
+        xReduce_ = XReduce::InPlace;
+      }
+    }
+    xChannel_ = static_cast<unsigned>(cp_->steps()[exchangeStep_].channel);
+    return true;
   }
 
   void finishAvg() {
@@ -380,6 +406,19 @@ class CollRunner {
   int doneSteps_ = 0;
   bool finished_ = false;
   bool exchange_ = false;  ///< oneExchange() of the Plan in hand
+  transport::Transport* tp_ = nullptr;  ///< the transport it was found for
+  /// The exchange's halves (oneExchange): a region in bytes; bytes 0 for an absent half.
+  struct XRegion {
+    plan::Buffer buffer = plan::Buffer::Input;
+    size_t offset = 0;
+    size_t bytes = 0;
+  };
+  enum class XReduce { None, InPlace, Copy };  ///< Recv, RecvReduce, RecvReduceCopy (from xSrc_)
+  XRegion xSend_, xRecv_, xSrc_;
+  XReduce xReduce_ = XReduce::None;
+  int xPeer_ = -1;
+  unsigned xChannel_ = 0;
+  bool exchangeLocals_ = false;  ///< some step of the exchange's run has local ops
   int exchangeStep_ = 0;                     ///< its step of one or two transfers, when it holds
   int exchangeSend_ = -1, exchangeRecv_ = -1;  ///< and its transfers (-1: absent)
   double traceStart_ = 0;           ///< NLCCL_TRACE_FILE: when the job started
@@ -546,17 +585,23 @@ Runner::~Runner() = default;
 Status Runner::run(CollJob& job, std::chrono::milliseconds timeout) {
   transport::Transport* tp = job.transport;
   job.bytesSent = 0;
+  CollRunner& r = *impl_;
+  if (r.sameExchange(job)) {  // as last time, one exchange: untimed, so no clock to read
+    job.vcall = job.vstart = job.vend = 0;
+    const Status s = r.runExchange(job, timeout);
+    if (s != Status::Success) tp->abort(s);  // as fail() below
+    return s;
+  }
   const transport::TimeModel* m = tp->timeModel();
   job.vcall = m ? m->clock() : 0;
   job.vstart = m ? job.vcall + m->launchOverhead() : 0;
-  CollRunner& r = *impl_;
   r.reset(job);
   auto fail = [&](Status s) {
     tp->abort(s);  // operations still posted point into the runner
     return s;
   };
   if (r.exchangeOnly()) {
-    if (Status s = r.runExchange(timeout); s != Status::Success) return fail(s);
+    if (Status s = r.runExchange(job, timeout); s != Status::Success) return fail(s);
     return Status::Success;  // untimed: no model clock to move
   }
   // The deadline is set when a pass makes no progress (timeout after the last pass that did),
