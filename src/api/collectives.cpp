@@ -1,4 +1,6 @@
 // Collective entry points: check every argument, then hand the call to the core.
+#include <optional>
+
 #include "api/api.hpp"
 #include "core/collective.hpp"
 
@@ -25,7 +27,8 @@ enum class Where { All, RootOnly };
 nlcclResult_t run(nlcclComm_t comm, core::CollArgs a, nlcclStream_t stream, const char* func,
                   size_t factor, bool needsOp, bool needsRoot, Where send, Where recv) {
   core::Communicator* c = comm ? api::toComm(comm) : nullptr;
-  return api::guardBlocking(c, [&](bool* held) {
+  std::optional<core::CollExtras> extras;  // a PreMulSum's scaled input, for this call
+  auto body = [&](bool* held) {
     a.heldByCaller = held;  // a call queued on a stream takes the guard's pending count over
     const int dt = static_cast<int>(a.dtype);
     API_CHECK(checkCommon(comm, a.count, factor, dt, func));
@@ -37,9 +40,10 @@ nlcclResult_t run(nlcclComm_t comm, core::CollArgs a, nlcclStream_t stream, cons
     bool root = c->rank() == a.root;
     if (send == Where::All || root) API_CHECK(api::checkBuffer(a.send, a.count, "sendbuff", func));
     if (recv == Where::All || root) API_CHECK(api::checkBuffer(a.recv, a.count, "recvbuff", func));
-    if (custom) API_CHECK(core::applyCustomOp(c, &a));
+    if (custom) API_CHECK(core::applyCustomOp(c, &a, &extras));
     return core::collective(c, a, api::toStream(stream));
-  });
+  };
+  return api::guardBlocking(c, body);
 }
 
 size_t ranksOf(nlcclComm_t comm) {

@@ -443,25 +443,36 @@ Status generalCollective(Communicator* comm, const CollArgs& a, bool inPlace, St
 
 }  // namespace
 
+namespace {
+
+/// Whether a call of `a` ends as soon as it is checked: it then blocks on nothing, queues
+/// nothing and takes no sequence number.
+bool emptyCallEnds(const Communicator& comm, const CollArgs& a) {
+  // An empty collective moves nothing, so it ends at once, as NCCL's do: no plan, no stream item,
+  // no sequence number (the count is the same on every rank, so every rank skips it alike). It
+  // still runs under NLCCL_CHECK, whose cross-rank check must see every call, and on a modelled
+  // transport, whose clock charges the launch.
+  return a.count == 0 && a.collective != Collective::AllToAllv && !comm.config().check &&
+         comm.transport()->timeModel() == nullptr;
+}
+
+}  // namespace
+
 Status collective(Communicator* comm, const CollArgs& a, Stream* stream) {
   if (a.collective == Collective::AllToAllv) return allToAllv(comm, a, stream);
-  bool inPlace = false;
-  NLCHECK(inPlaceLayout(*comm, a, &inPlace));
-  // An empty collective moves nothing, so it ends here, as NCCL's do: no plan, no stream item, no
-  // sequence number (the count is the same on every rank, so every rank skips it alike). It still
-  // runs under NLCCL_CHECK, whose cross-rank check must see every call, and on a modelled
-  // transport, whose clock charges the launch.
-  if (a.count == 0 && !comm->config().check && comm->transport()->timeModel() == nullptr) {
+  if (emptyCallEnds(*comm, a)) {  // (its buffers hold no bytes, so they cannot overlap)
     if (comm->aborted()) {
       WARN("rank %d: the communicator was revoked: it takes no new work", comm->rank());
       return Status::InvalidUsage;
     }
     return comm->asyncError();
   }
+  bool inPlace = false;
+  NLCHECK(inPlaceLayout(*comm, a, &inPlace));
   // The hot path: a prepared collective, run inline or queued as one fixed-size stream item; the
   // algorithm (the tuner's, with `auto`) is chosen once, when it is prepared. Calls that need more
   // than a Plan (PreMulSum's scaling, NLCCL_CHECK, a group, hier's shape) take the general path.
-  if (!a.prepareInput && !a.keepAlive && !comm->config().check && groupDepth() == 0) {
+  if (a.extras == nullptr && !comm->config().check && groupDepth() == 0) {
     const PreparedKey key{a.collective, a.dtype, a.op, inPlace, a.root, a.count};
     Prepared* p = comm->prepared().find(key);
     if (p == nullptr) return prepareAndRun(comm, a, inPlace, key, stream);
@@ -489,7 +500,7 @@ Status collective(Communicator* comm, const CollArgs& a, Stream* stream) {
     item.ptr[2] = const_cast<void*>(a.send);
     item.ptr[3] = a.recv;
     item.value = seq;
-    stream->enqueue(std::move(item));
+    stream->enqueue(item);
     return Status::Success;
   }
 
@@ -533,8 +544,10 @@ Status generalCollective(Communicator* comm, const CollArgs& a, bool inPlace, St
        algo.c_str(), stream ? ", on a stream" : "");
   auto work = std::make_shared<Work>();
   work->addComm(comm);
-  if (a.prepareInput) work->localCopies.push_back(a.prepareInput);
-  if (a.keepAlive) work->scratch.push_back(a.keepAlive);
+  if (a.extras != nullptr) {
+    work->localCopies.push_back(a.extras->prepareInput);
+    work->scratch.push_back(a.extras->keepAlive);
+  }
   engine::CollJob job;
   job.plan = plan;
   job.rank = comm->rank();

@@ -4,6 +4,7 @@
 
 #include <cstddef>
 #include <functional>
+#include <optional>
 #include <memory>
 
 #include "core/comm.hpp"
@@ -11,6 +12,14 @@
 #include "util/dtype.hpp"
 
 namespace nlccl::core {
+
+/// The parts of a call that only PreMulSum's calls have.
+struct CollExtras {
+  /// Runs when the call runs, before the engine (in stream order): PreMulSum's scaling.
+  std::function<void()> prepareInput;
+  /// Memory the call reads until it has run (PreMulSum's scaled input).
+  std::shared_ptr<char> keepAlive;
+};
 
 struct CollArgs {
   Collective collective = Collective::AllReduce;
@@ -24,10 +33,9 @@ struct CollArgs {
   const size_t* sdispls = nullptr;
   const size_t* recvcounts = nullptr;
   const size_t* rdispls = nullptr;
-  /// Runs when the call runs, before the engine (in stream order): PreMulSum's scaling.
-  std::function<void()> prepareInput;
-  /// Memory the call reads until it has run (PreMulSum's scaled input).
-  std::shared_ptr<char> keepAlive;
+  /// What a PreMulSum call adds (applyCustomOp), else null: CollArgs itself stays trivial to
+  /// make and drop, as every call makes one.
+  const struct CollExtras* extras = nullptr;
   /// Set (and true) when the caller holds one pending count of the communicator for this call
   /// (the API's guard): a call queued on a stream then takes that count over for its item
   /// (*heldByCaller becomes false) instead of adding one of its own, and the caller keeps it.
@@ -35,9 +43,10 @@ struct CollArgs {
 };
 
 /// Turns a call with a PreMulSum operator of `comm` (args->op >= nlcclNumOps) into a Sum over a
-/// scaled copy of the input: InvalidArgument (naming the op) when it is not one of comm's or
-/// was made for another type. Call after the other checks; nothing is changed on failure.
-Status applyCustomOp(Communicator* comm, CollArgs* args);
+/// scaled copy of the input, made in *extras (args->extras points there): InvalidArgument
+/// (naming the op) when it is not one of comm's or was made for another type. Call after the
+/// other checks; nothing is changed on failure.
+Status applyCustomOp(Communicator* comm, CollArgs* args, std::optional<CollExtras>* extras);
 
 /// Issues a collective (arguments already checked by the API layer, except buffer overlap).
 Status collective(Communicator* comm, const CollArgs& args, Stream* stream);

@@ -10,7 +10,7 @@
 
 namespace nlccl::core {
 
-Status applyCustomOp(Communicator* comm, CollArgs* a) {
+Status applyCustomOp(Communicator* comm, CollArgs* a, std::optional<CollExtras>* extras) {
   const int value = static_cast<int>(a->op);
   std::optional<PreMulSum> op = comm->resources().op(value);
   if (!op) {
@@ -36,11 +36,13 @@ Status applyCustomOp(Communicator* comm, CollArgs* a) {
   char* dst = scaled.get();
   const DataType t = a->dtype;
   PreMulSum o = *op;
-  a->prepareInput = [=] {
+  CollExtras& x = extras->emplace();
+  x.prepareInput = [=] {
     if (n == 0) return;
     kernels::scaleCopy(t, dst, src, n, o.immediate ? o.value : o.pointer);
   };
-  a->keepAlive = std::move(scaled);
+  x.keepAlive = std::move(scaled);
+  a->extras = &x;
   a->send = dst;
   a->op = RedOp::Sum;
   return Status::Success;

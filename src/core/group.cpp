@@ -16,8 +16,9 @@ struct Pending {
 __attribute__((tls_model("initial-exec"))) thread_local int tDepth = 0;  // read every call
 thread_local std::vector<Pending> tPending;
 
+/// A general Work queued on a stream: ptr[0] = a std::shared_ptr<Work> of its own.
 Status runWork(StreamItem& item, Lives* owners) {
-  Work* work = static_cast<Work*>(item.hold.get());
+  Work* work = static_cast<std::shared_ptr<Work>*>(item.ptr[0])->get();
   const Status s = work->execute();
   if (isFatal(s))
     for (Communicator* c : work->comms) owners->push_back(c->life());
@@ -28,8 +29,9 @@ Status launch(std::shared_ptr<Work> work, Stream* stream) {
   if (stream == nullptr) return work->execute();
   StreamItem item;
   item.run = runWork;
-  item.hold = std::move(work);
-  stream->enqueue(std::move(item));
+  item.release = [](StreamItem& it) { delete static_cast<std::shared_ptr<Work>*>(it.ptr[0]); };
+  item.ptr[0] = new std::shared_ptr<Work>(std::move(work));
+  stream->enqueue(item);
   return Status::Success;
 }
 }  // namespace

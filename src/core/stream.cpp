@@ -78,12 +78,12 @@ void Stream::makeRoom(std::unique_lock<std::mutex>& lock) {
   runUntil(lock, [this] { return queue_.size() < kMaxQueued; });
 }
 
-void Stream::enqueue(StreamItem item) {
+void Stream::enqueue(const StreamItem& item) {
   bool wake;
   {
     std::unique_lock<std::mutex> lock(mu_);
     if (queue_.size() >= kMaxQueued) makeRoom(lock);
-    queue_.push_back(std::move(item));
+    queue_.push_back(item);
     bump(submitted_, 1);
     wake = threadWaits_ && !running_ && syncers_ == 0 && !(lazy_ && threadNaps_);
   }
@@ -102,7 +102,7 @@ void Stream::runBatch(std::unique_lock<std::mutex>& lock, bool bySyncer) {
   StreamItem items[kBatch];
   size_t n = 0;
   for (; n < kBatch && !queue_.empty(); ++n) {
-    items[n] = std::move(queue_.front());
+    items[n] = queue_.front();
     queue_.pop_front();
   }
   running_ = true;
@@ -111,7 +111,8 @@ void Stream::runBatch(std::unique_lock<std::mutex>& lock, bool bySyncer) {
   Status failed = Status::Success;  // the first failure of the batch
   for (size_t i = 0; i < n; ++i) {
     const Status s = items[i].run(items[i], failed == Status::Success ? &owners : &later);
-    items[i].hold.reset();  // released (its communicators' pending count with it) before done
+    // Released (a Work's communicators' pending counts with it) before it counts as done.
+    if (items[i].release != nullptr) items[i].release(items[i]);
     if (s != Status::Success && failed == Status::Success) failed = s;
   }
   lock.lock();

@@ -33,6 +33,7 @@
 #include <memory>
 #include <mutex>
 #include <thread>
+#include <type_traits>
 #include <vector>
 
 #include "util/ring_queue.hpp"
@@ -44,12 +45,15 @@ using Lives = std::vector<std::shared_ptr<const std::atomic<bool>>>;
 
 /// One queued unit of work. `run` executes it; on a fatal error it also appends the lives of the
 /// communicators it used (Communicator::life()) to *owners. The other fields are its arguments.
+/// Trivially copyable (the queue copies items in and out by value, a few words each): what an
+/// item owns (general work) it frees in `release`, called once it has run.
 struct StreamItem {
   Status (*run)(StreamItem& item, Lives* owners) = nullptr;
+  void (*release)(StreamItem& item) = nullptr;
   void* ptr[4] = {};
   uint64_t value = 0;
-  std::shared_ptr<void> hold;  ///< what the item owns until it has run (general work)
 };
+static_assert(std::is_trivially_copyable_v<StreamItem>);
 
 class Stream {
  public:
@@ -58,7 +62,7 @@ class Stream {
   Stream(const Stream&) = delete;
   Stream& operator=(const Stream&) = delete;
 
-  void enqueue(StreamItem item);
+  void enqueue(const StreamItem& item);
   /// Runs or waits for everything queued; returns the first error met (clearing it unless sticky).
   Status synchronize();
   /// Success when idle, InProgress while work is queued, or the first error met (not cleared).

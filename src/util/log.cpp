@@ -22,10 +22,13 @@ using detail::gLevel;
 std::atomic<uint32_t> gMask{kAll};
 std::mutex gMutex;
 FILE* gOut = nullptr;
-// Initial-exec: every API call clears the last error, and the general-dynamic model a shared
-// library gets by default costs a __tls_get_addr call per access (small: fits the static TLS
-// glibc reserves for libraries loaded later with dlopen, as Python loads the torch binding).
-__attribute__((tls_model("initial-exec"))) thread_local std::string tLastError;
+thread_local std::string tLastError;  // meaningful while tHasError
+// Every API call clears the last error: a flag that is trivially destructible (a thread_local
+// std::string has a guard variable, reached through __tls_get_addr) and initial-exec (the
+// general-dynamic model a shared library gets by default costs a __tls_get_addr call per access;
+// one byte fits the static TLS glibc keeps for libraries loaded later with dlopen, as Python
+// loads the torch binding).
+__attribute__((tls_model("initial-exec"))) thread_local bool tHasError = false;
 thread_local int tRank = -1;
 // NLCCL_DEBUG_FILE: the path opened, and whether it was expanded before the rank was known (%r
 // as -1): the first line is usually logged before init knows the rank, so the file is renamed
@@ -126,7 +129,10 @@ void write(Level level, uint32_t subsys, const char* file, int line, const char*
   va_start(ap, fmt);
   vsnprintf(msg, sizeof(msg), fmt, ap);
   va_end(ap);
-  if (level == Level::Warn) tLastError = msg;
+  if (level == Level::Warn) {
+    tLastError = msg;
+    tHasError = true;
+  }
   if (!enabled(level, subsys)) return;
   const char* base = strrchr(file, '/');
   base = base ? base + 1 : file;
@@ -143,9 +149,15 @@ void trail(const char* file, int line, const char* func, Status s) {
   NLCCL_LOG_(Level::Info, kAll, "%s:%d (%s) -> %s", file, line, func, statusName(s));
 }
 
-const std::string& lastError() { return tLastError; }
-void clearLastError() { tLastError.clear(); }
-void setLastError(const std::string& msg) { tLastError = msg; }
+const std::string& lastError() {
+  static const std::string none;
+  return tHasError ? tLastError : none;
+}
+void clearLastError() { tHasError = false; }
+void setLastError(const std::string& msg) {
+  tLastError = msg;
+  tHasError = true;
+}
 void setThreadRank(int rank) {
   tRank = rank;
   if (rank < 0) return;

@@ -152,5 +152,38 @@ TEST(Stream, AnEnqueueToAFullQueueRunsTheOldestItemsItself) {
   EXPECT_GT(o.onEnqueuer.load(), 0);
 }
 
+TEST(Stream, AnItemIsReleasedOnceAfterItRanAndBeforeSynchronizeReturns) {
+  // What an item owns (general work: a Work and its communicators' pending counts) is freed by
+  // its release, once, after its run and before the synchronize that waits for it returns.
+  struct Owned {
+    std::atomic<int> ran{0};
+    std::atomic<int> released{0};
+    std::atomic<int> releasedBeforeRun{0};
+  } o;
+  Stream s;
+  constexpr int n = 100;
+  for (int i = 0; i < n; ++i) {
+    StreamItem it;
+    it.ptr[0] = &o;
+    it.run = [](StreamItem& item, Lives*) {
+      static_cast<Owned*>(item.ptr[0])->ran.fetch_add(1);
+      return Status::Success;
+    };
+    it.release = [](StreamItem& item) {
+      auto* own = static_cast<Owned*>(item.ptr[0]);
+      if (own->released.load() >= own->ran.load()) own->releasedBeforeRun.fetch_add(1);
+      own->released.fetch_add(1);
+    };
+    s.enqueue(it);
+    if (i % 10 == 9) {
+      ASSERT_EQ(s.synchronize(), Status::Success);
+      EXPECT_EQ(o.released.load(), i + 1);
+    }
+  }
+  EXPECT_EQ(o.ran.load(), n);
+  EXPECT_EQ(o.released.load(), n);
+  EXPECT_EQ(o.releasedBeforeRun.load(), 0);
+}
+
 }  // namespace
 }  // namespace nlccl::core
