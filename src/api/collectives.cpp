@@ -28,7 +28,7 @@ nlcclResult_t run(nlcclComm_t comm, core::CollArgs a, nlcclStream_t stream, cons
                   size_t factor, bool needsOp, bool needsRoot, Where send, Where recv) {
   core::Communicator* c = comm ? api::toComm(comm) : nullptr;
   std::optional<core::CollExtras> extras;  // a PreMulSum's scaled input, for this call
-  auto body = [&](bool* held) {
+  return api::guardBlocking(c, [&](bool* held) {
     a.heldByCaller = held;  // a call queued on a stream takes the guard's pending count over
     const int dt = static_cast<int>(a.dtype);
     API_CHECK(checkCommon(comm, a.count, factor, dt, func));
@@ -42,8 +42,7 @@ nlcclResult_t run(nlcclComm_t comm, core::CollArgs a, nlcclStream_t stream, cons
     if (recv == Where::All || root) API_CHECK(api::checkBuffer(a.recv, a.count, "recvbuff", func));
     if (custom) API_CHECK(core::applyCustomOp(c, &a, &extras));
     return core::collective(c, a, api::toStream(stream));
-  };
-  return api::guardBlocking(c, body);
+  });
 }
 
 size_t ranksOf(nlcclComm_t comm) {

@@ -4,8 +4,8 @@
 
 #include <cstddef>
 #include <functional>
-#include <optional>
 #include <memory>
+#include <optional>
 
 #include "core/comm.hpp"
 #include "core/stream.hpp"
@@ -35,7 +35,7 @@ struct CollArgs {
   const size_t* rdispls = nullptr;
   /// What a PreMulSum call adds (applyCustomOp), else null: CollArgs itself stays trivial to
   /// make and drop, as every call makes one.
-  const struct CollExtras* extras = nullptr;
+  const CollExtras* extras = nullptr;
   /// Set (and true) when the caller holds one pending count of the communicator for this call
   /// (the API's guard): a call queued on a stream then takes that count over for its item
   /// (*heldByCaller becomes false) instead of adding one of its own, and the caller keeps it.

@@ -36,15 +36,10 @@ class CollRunner {
 
   void reset(CollJob& job) {
     job_ = &job;
-    if (cp_ == job.plan.get() && cp_ != nullptr && job.rank == rank_ && job.dtype == dtype_ &&
-        job.op == op_ && job.sliceBytes == sliceBytes_ && model_ == nullptr &&
-        job.transport->timeModel() == nullptr && !trace::enabled()) {
-      // Run again as last time (a prepared collective): only the progress counters restart
-      // (runExchange leaves them at 0).
-      if (!exchange_) {
-        std::fill(started_.begin(), started_.end(), 0);
-        std::fill(completed_.begin(), completed_.end(), 0);
-      }
+    if (sameAsLast(job) && model_ == nullptr && job.transport->timeModel() == nullptr) {
+      // Run again as last time (a prepared collective): only the progress counters restart.
+      std::fill(started_.begin(), started_.end(), 0);
+      std::fill(completed_.begin(), completed_.end(), 0);
       doneSteps_ = 0;
       finished_ = false;
       job.vend = job.vstart;
@@ -56,6 +51,7 @@ class CollRunner {
     dtype_ = job.dtype;
     op_ = job.op;
     sliceBytes_ = job.sliceBytes;
+    tp_ = job.transport;
     first_ = cp_->rankSteps(job.rank).first;
     last_ = cp_->rankSteps(job.rank).second;
     es_ = dataTypeSize(job.dtype);
@@ -79,7 +75,6 @@ class CollRunner {
       }
     }
     exchange_ = oneExchange(*job.transport);
-    tp_ = job.transport;
     clock_.reset();
     if (model_) clock_.emplace(*cp_, job.rank, loops_, job.vstart);
     job.vend = job.vstart;
@@ -96,11 +91,7 @@ class CollRunner {
 
   /// Whether `job` runs as the last run did and that was one exchange (exchangeOnly()): then
   /// runExchange() may follow without reset() (Runner::run's fast path).
-  bool sameExchange(const CollJob& job) const {
-    return exchange_ && cp_ == job.plan.get() && job.transport == tp_ && job.rank == rank_ &&
-           job.dtype == dtype_ &&
-           job.op == op_ && job.sliceBytes == sliceBytes_ && !trace::enabled();
-  }
+  bool sameExchange(const CollJob& job) const { return exchange_ && sameAsLast(job); }
 
   /// Runs that step (exchangeOnly()): the transport's exchange, then the step's local ops.
   Status runExchange(CollJob& job, std::chrono::milliseconds timeout) {
@@ -126,8 +117,7 @@ class CollRunner {
     const uint64_t tag = makeCollTag(job.seq, xChannel_, 0);
     NLCHECK(job.transport->exchange(xPeer_, tag, sp, xSend_.bytes, rp, xRecv_.bytes, red, timeout));
     if (exchangeLocals_) runLocals(exchangeStep_, 0);
-    // started_/completed_ stay 0: nothing reads them after a run that succeeded, and the next
-    // reset() need not clear them.
+    // started_/completed_ stay 0: nothing reads them after a run that succeeded.
     doneSteps_ = last_ - first_;
     finished_ = true;
     if (job.op == RedOp::Avg) finishAvg();
@@ -200,6 +190,12 @@ class CollRunner {
     plan::CompiledPlan::slice(r.count, static_cast<size_t>(loop), static_cast<size_t>(loops_),
                               &first, &n);
     return {base(r.buffer) + (r.offset + first) * es_, n * es_};
+  }
+  /// Whether `job` has what reset() derived its state from last time (untraced).
+  bool sameAsLast(const CollJob& job) const {
+    return cp_ != nullptr && cp_ == job.plan.get() && job.transport == tp_ &&
+           job.rank == rank_ && job.dtype == dtype_ && job.op == op_ &&
+           job.sliceBytes == sliceBytes_ && !trace::enabled();
   }
   uint64_t tag(int s, int loop) const {
     return makeCollTag(job_->seq, static_cast<unsigned>(cp_->steps()[s].channel),
@@ -314,8 +310,8 @@ class CollRunner {
   /// One loop, one step of a send and a receive (that forwards nothing) with the same peer, or
   /// of one of the two, non-empty and small, untimed and untraced, over a transport with its own
   /// exchange(); any other steps hold local ops alone, and every step may start at once (no
-  /// step waits for another). Notes the step and which transfer sends and which receives, -1 for
-  /// an absent half (runExchange reads them).
+  /// step waits for another). Notes the step, its local ops, and its halves in bytes
+  /// (runExchange reads them).
   bool oneExchange(transport::Transport& tp) {
     if (last_ <= first_ || loops_ != 1 || model_ != nullptr || trace::enabled() ||
         !tp.exchanges())
@@ -332,10 +328,10 @@ class CollRunner {
     if (exchangeStep_ < 0) return false;
     const plan::StepInfo& si = cp_->steps()[exchangeStep_];
     if (si.numXfers > 2) return false;
-    exchangeSend_ = exchangeRecv_ = -1;
+    int sendX = -1, recvX = -1;  // the step's transfers (-1: absent)
     for (int x = si.firstXfer; x < si.firstXfer + si.numXfers; ++x) {
       const plan::Transfer& t = cp_->transfer(x);
-      int& slot = t.kind == XferKind::Send ? exchangeSend_ : exchangeRecv_;
+      int& slot = t.kind == XferKind::Send ? sendX : recvX;
       const bool kindOk = t.kind == XferKind::Send || t.kind == XferKind::Recv ||
                           t.kind == XferKind::RecvReduce || t.kind == XferKind::RecvReduceCopy;
       // Empty transfers are skipped, not sent (post()): those stay with the general path.
@@ -343,20 +339,21 @@ class CollRunner {
         return false;
       slot = x;
     }
-    if (exchangeSend_ >= 0 && exchangeRecv_ >= 0 &&
-        cp_->transfer(exchangeSend_).peer != cp_->transfer(exchangeRecv_).peer)
+    if (sendX >= 0 && recvX >= 0 && cp_->transfer(sendX).peer != cp_->transfer(recvX).peer)
       return false;
     // What runExchange needs, in bytes from its buffer's base.
-    const auto place = [&](const Region& r) { return XRegion{r.buffer, r.offset * es_, r.count * es_}; };
+    const auto place = [&](const Region& r) {
+      return XRegion{r.buffer, r.offset * es_, r.count * es_};
+    };
     xSend_ = xRecv_ = xSrc_ = XRegion{};
     xReduce_ = XReduce::None;
-    if (exchangeSend_ >= 0) {
-      const plan::Transfer& send = cp_->transfer(exchangeSend_);
+    if (sendX >= 0) {
+      const plan::Transfer& send = cp_->transfer(sendX);
       xSend_ = place(send.region);
       xPeer_ = send.peer;
     }
-    if (exchangeRecv_ >= 0) {
-      const plan::Transfer& recv = cp_->transfer(exchangeRecv_);
+    if (recvX >= 0) {
+      const plan::Transfer& recv = cp_->transfer(recvX);
       xRecv_ = place(recv.region);
       xPeer_ = recv.peer;
       if (recv.kind == XferKind::RecvReduceCopy) {
@@ -393,6 +390,7 @@ class CollRunner {
   DataType dtype_ = DataType::Float32;
   RedOp op_ = RedOp::Sum;
   size_t sliceBytes_ = 0;
+  transport::Transport* tp_ = nullptr;
   int first_ = 0, last_ = 0;  ///< this rank's step ids
   int firstXfer_ = 0;      ///< its first transfer id (xfers_ is indexed from it)
   size_t es_ = 1;
@@ -406,7 +404,6 @@ class CollRunner {
   int doneSteps_ = 0;
   bool finished_ = false;
   bool exchange_ = false;  ///< oneExchange() of the Plan in hand
-  transport::Transport* tp_ = nullptr;  ///< the transport it was found for
   /// The exchange's halves (oneExchange): a region in bytes; bytes 0 for an absent half.
   struct XRegion {
     plan::Buffer buffer = plan::Buffer::Input;
@@ -420,7 +417,6 @@ class CollRunner {
   unsigned xChannel_ = 0;
   bool exchangeLocals_ = false;  ///< some step of the exchange's run has local ops
   int exchangeStep_ = 0;                     ///< its step of one or two transfers, when it holds
-  int exchangeSend_ = -1, exchangeRecv_ = -1;  ///< and its transfers (-1: absent)
   double traceStart_ = 0;           ///< NLCCL_TRACE_FILE: when the job started
   std::vector<double> stepStart_;   ///< and when each step's loop in flight was posted
 };
