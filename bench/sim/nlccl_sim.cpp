@@ -101,6 +101,7 @@ int main(int argc, char** argv) {
   int64_t chunkBytes = -1;
   std::vector<std::string> sets;
   bool dumpTopology = false, listPresets = false, verbose = false, fullRanks = false;
+  bool inPlace = false;
   double windowBytes = -1;
   int showLinks = 0;
   app.add_option("collective", collName,
@@ -149,6 +150,8 @@ int main(int argc, char** argv) {
                "simulate every rank (no reduced form on representatives of symmetric classes)");
   app.add_option("--window-bytes", windowBytes,
                  "bytes in flight per pair ahead of posted receives (default: the topology's)");
+  app.add_flag("--in-place", inPlace,
+               "NCCL's in-place layout: staging copies through scratch count");
   app.add_flag("-v,--verbose", verbose, "print simulation wall time and events per size");
   app.add_flag("--dump-topology", dumpTopology, "print the resolved topology JSON and exit");
   app.add_flag("--list-presets", listPresets, "list compiled-in presets and exit");
@@ -229,6 +232,7 @@ int main(int argc, char** argv) {
   run.algorithm = autoAlgo ? "auto" : algoName;
   run.nranks = ranks > 0 ? ranks : topo.numRanks();
   run.root = root;
+  run.inPlace = inPlace;
   if (!groupsArg.empty()) run.groups = parseInts(groupsArg);
   if (!levelAlgosArg.empty()) run.levelAlgorithms = parseNames(levelAlgosArg);
   if (run.nranks > topo.numRanks() || (rooted(coll) && (root < 0 || root >= run.nranks))) {
@@ -291,6 +295,7 @@ int main(int argc, char** argv) {
       q.bytes = bytes;
       q.nranks = run.nranks;
       q.root = root;
+      q.inPlace = inPlace;
       q.dtype = opts.dtype;
       q.groups = run.groups;
       tuner::Options to;

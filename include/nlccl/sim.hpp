@@ -114,6 +114,9 @@ struct CollectiveRun {
   int nranks = 0;         ///< 0: every rank of the topology
   size_t bytes = 0;       ///< S of nccl-tests (total size); the element count is derived from it
   int root = 0;
+  /// Input aliases Output (NCCL's in-place layout): an algorithm may then stage through scratch
+  /// what it would otherwise read from Input, and the simulation charges those copies.
+  bool inPlace = false;
   /// Hierarchy for `hier` (innermost first); empty takes Topology::levelGroups(nranks).
   std::vector<int> groups;
   std::vector<std::string> levelAlgorithms;

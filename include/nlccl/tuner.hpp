@@ -40,6 +40,7 @@ struct Query {
   int nranks = 0;  ///< 0: every rank of the topology
   int root = 0;
   DataType dtype = DataType::Float32;
+  bool inPlace = false;     ///< in place (sim::CollectiveRun::inPlace): staging copies count
   std::vector<int> groups;  ///< hier's levels; empty: Topology::levelGroups(nranks)
 };
 

@@ -72,7 +72,7 @@ Status tuned(Communicator* comm, const CollArgs& a, plan::Request* req, std::str
   const size_t bytes =
       a.count * es * (perRankCount(a.collective) ? static_cast<size_t>(comm->nranks()) : 1);
   tuner::Choice choice;
-  NLCHECK(comm->tune(a.collective, bytes, a.root, a.dtype, &choice));
+  NLCHECK(comm->tune(a.collective, bytes, a.root, a.dtype, req->inPlace, &choice));
   *algo = choice.best.algorithm;
   *slice = choice.best.sliceBytes;
   if (*algo == "hier") {

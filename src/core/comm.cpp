@@ -98,7 +98,8 @@ Status Communicator::tunerFabric(const fabric::Topology** out) {
 /// above (docs/shm-performance.md). Each rank copies a block of its input into the peer's slots
 /// while it reduces the peer's copy of the same block into its output, so the input is read
 /// from memory once; the two steps of the others each read another half (and the second one
-/// the output the first wrote). So within kOneExchangeMargin of the best the choice is rd.
+/// the output the first wrote). So within kOneExchangeMargin of the best the choice is rd, out
+/// of place only: in place rd reduces into scratch and copies the result home, a pass more.
 void Communicator::preferOneExchange(Collective c, size_t bytes, tuner::Choice* choice) {
   constexpr double kOneExchangeMargin = 0.05;
   if (c != Collective::AllReduce || choice->best.algorithm == "rd") return;
@@ -115,10 +116,26 @@ void Communicator::preferOneExchange(Collective c, size_t bytes, tuner::Choice* 
   choice->predictedS = rd->timeS;
 }
 
-Status Communicator::tune(Collective c, size_t bytes, int root, DataType dtype,
+/// In place, an algorithm that stages through scratch (rd) copies its result home: a pass over
+/// memory the model charges when asked in place (tuner::Query::inPlace). On a host a copy that
+/// stays in the core's L2 costs little beside a message, which the model's single memory rate
+/// does not see: at 2 ranks over shm, rd in place was the fastest up to 256 KiB and 2-6x slower
+/// than ring from 1 MiB (docs/shm-performance.md). So a host asks in place only beyond a quarter
+/// of the L2, where the scratch, the output and the peer's data (3 S) no longer fit in it
+/// together; a modelled fabric (neuronlink: HBM) always does.
+bool Communicator::stagingCounts(Collective c, bool inPlace, size_t bytes) const {
+  // All-reduce only: in place is then the same question on every rank (sendbuff == recvbuff).
+  // A rooted collective is in place at its root alone, and the ranks must still agree.
+  if (!inPlace || c != Collective::AllReduce) return false;
+  if (transport_ && transport_->timeModel() != nullptr) return true;
+  return bytes > tuner::hostShape().l2Bytes / 4;
+}
+
+Status Communicator::tune(Collective c, size_t bytes, int root, DataType dtype, bool inPlace,
                           tuner::Choice* out) {
   std::lock_guard<std::mutex> lock(tuneMu_);
-  const auto key = std::make_tuple(c, root, static_cast<int>(std::bit_width(bytes)));
+  inPlace = stagingCounts(c, inPlace, bytes);
+  const auto key = std::make_tuple(c, root, inPlace, static_cast<int>(std::bit_width(bytes)));
   auto it = tuned_.find(key);
   if (it != tuned_.end()) {
     *out = it->second;
@@ -132,13 +149,14 @@ Status Communicator::tune(Collective c, size_t bytes, int root, DataType dtype,
   q.nranks = nranks_;
   q.root = root;
   q.dtype = dtype;
+  q.inPlace = inPlace;
   std::string error;
   tuner::Choice choice;
   if (tuner::choose(*topo, q, {}, &choice, &error) != Status::Success) {
     WARN("tuner: %s of %zu bytes: %s", collectiveName(c), bytes, error.c_str());
     return Status::InternalError;
   }
-  if (nranks_ == 2 && transport_ && std::string(transport_->name()) == "shm")
+  if (!inPlace && nranks_ == 2 && transport_ && std::string(transport_->name()) == "shm")
     preferOneExchange(c, bytes, &choice);
   tuned_.emplace(key, choice);
   *out = std::move(choice);

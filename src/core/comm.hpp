@@ -101,9 +101,12 @@ class Communicator {
   std::string algorithmFor(Collective c) const;
 
   /// The tuner's choice for a collective of S = `bytes` (nccl-tests' total size), memoised per
-  /// (collective, root, size class: bytes rounded down to a power of two). Every rank computes
-  /// the same choice: the fabric and the model are the same on every rank.
-  Status tune(Collective c, size_t bytes, int root, DataType dtype, tuner::Choice* out);
+  /// (collective, root, in place, size class: bytes rounded down to a power of two). Every rank
+  /// computes the same choice: the fabric and the model are the same on every rank. An
+  /// all-reduce's in place is part of the question (rd in place stages through scratch: a copy
+  /// more), so the ranks of one all-reduce must agree on it (README, "Using the API").
+  Status tune(Collective c, size_t bytes, int root, DataType dtype, bool inPlace,
+              tuner::Choice* out);
   /// The simulator's analytical time of `call` on this communicator's fabric.
   Status predict(const PredictCall& call, double* seconds);
   /// The fabric the tuner models this communicator on (built at the first tune): the modelled
@@ -157,6 +160,8 @@ class Communicator {
   bool aborted() const { return aborted_.load(); }
 
  private:
+  /// Whether tune() asks the model in place (its staging copies count) for a call of `bytes`.
+  bool stagingCounts(Collective c, bool inPlace, size_t bytes) const;
   /// tune()'s choice for 2 ranks over shm: rd when the model puts it near the best.
   void preferOneExchange(Collective c, size_t bytes, tuner::Choice* choice);
 
@@ -186,7 +191,7 @@ class Communicator {
   };
   std::mutex tuneMu_;
   std::unique_ptr<fabric::Topology> fabric_;
-  std::map<std::tuple<Collective, int, int>, tuner::Choice> tuned_;
+  std::map<std::tuple<Collective, int, bool, int>, tuner::Choice> tuned_;
   std::mutex planMu_;
   std::map<PlanKey, std::shared_ptr<const plan::CompiledPlan>> plans_;
   std::shared_ptr<ScratchPool> scratchPool_ = std::make_shared<ScratchPool>();

@@ -13,6 +13,7 @@ plan::Request requestFor(const fabric::Topology& topo, const CollectiveRun& run,
   req.collective = run.collective;
   req.nranks = run.nranks > 0 ? run.nranks : topo.numRanks();
   req.root = run.root;
+  req.inPlace = run.inPlace;
   const size_t elems = run.bytes / elemSize;
   switch (run.collective) {
     case Collective::AllGather:

@@ -203,6 +203,7 @@ Status simulateCandidate(const fabric::Topology& topo, const Query& q, const Can
   run.nranks = q.nranks;
   run.bytes = q.bytes;
   run.root = q.root;
+  run.inPlace = q.inPlace;
   run.groups = q.groups;
   run.levelAlgorithms = c.levelAlgorithms;
   sim::Options o;
@@ -270,9 +271,9 @@ Status choose(const fabric::Topology& topo, const Query& q, const Options& opts,
            q.nranks > 0 ? q.nranks : topo.numRanks(), topo.name().c_str(),
            e.candidate.label().c_str(), e.analyticalS * 1e6, e.boundS * 1e6,
            e.flowS >= 0 ? (std::to_string(e.flowS * 1e6) + " us").c_str() : "not run");
-    INFO(log::kTune, "%s %zu B on %s: chose %s, %.2f us predicted",
-         collectiveName(q.collective), q.bytes, topo.name().c_str(), best.candidate.label().c_str(),
-         best.timeS * 1e6);
+    INFO(log::kTune, "%s %zu B%s on %s: chose %s, %.2f us predicted",
+         collectiveName(q.collective), q.bytes, q.inPlace ? " in place" : "", topo.name().c_str(),
+         best.candidate.label().c_str(), best.timeS * 1e6);
   }
   return Status::Success;
 }

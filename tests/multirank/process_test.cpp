@@ -108,6 +108,37 @@ TEST(ProcessTest, TwoRankLargeAllReduceIsOneExchange) {
   }
 }
 
+// In place, rd reduces into scratch and copies the result home: the tuner counts that pass once
+// it leaves the L2 (Communicator::stagingCounts), so a large in-place all-reduce at 2 ranks is
+// not rd, while a small one (the copy stays in cache) and a large out-of-place one still are.
+TEST(ProcessTest, TwoRankInPlaceAllReduceLeavesRdOnceItsStagingLeavesTheCache) {
+  auto status = forkRanks(2, [](int r, nlcclComm_t comm) {
+    struct Case {
+      size_t count;
+      bool inPlace;
+      bool rd;
+    };
+    for (const Case& c : {Case{4u << 20, true, false}, Case{4u << 20, false, true},
+                          Case{4096, true, true}}) {
+      std::vector<float> in(c.count, 1.0f + r), out(c.count, 0.0f);
+      float* dst = c.inPlace ? in.data() : out.data();
+      if (nlcclAllReduce(in.data(), dst, c.count, nlcclFloat, nlcclSum, comm, nullptr) !=
+          nlcclSuccess)
+        return false;
+      if (dst[0] != 3.0f || dst[c.count - 1] != 3.0f) return false;
+      nlcclCommStats_t st = {};
+      st.size = sizeof(st);
+      if (nlcclCommGetStats(comm, &st) != nlcclSuccess) return false;
+      if (r == 0)
+        fprintf(stderr, "%zu floats %s: %s\n", c.count, c.inPlace ? "in place" : "out of place",
+                st.lastAlgorithm);
+      if ((std::string(st.lastAlgorithm) == "rd") != c.rd) return false;
+    }
+    return true;
+  });
+  for (int r = 0; r < 2; ++r) EXPECT_EQ(status[r], 0) << "rank " << r;
+}
+
 // The negative control of the leftover check: a process that outlives the job and still maps its
 // shared memory (here a child that rank 1 forks) is found, by pid, until it is gone.
 TEST(ProcessTest, LeftoverCheckFindsMemoryThatOutlivesTheJob) {

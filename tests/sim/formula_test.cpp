@@ -269,6 +269,28 @@ TEST(SimUs144, RingAnalyticalEqualsFlowAndBounds) {
   }
 }
 
+// sim::CollectiveRun::inPlace reaches the Plan: rd in place reduces into scratch and copies the
+// result home (a local op the chip's engine is charged for), ring in place stages nothing.
+TEST(SimUs144, InPlaceChargesRdItsStagingCopyAndRingNothing) {
+  fabric::Topology t;
+  std::string err;
+  ASSERT_EQ(fabric::Topology::load("trn3-us144", {}, &t, &err), Status::Success) << err;
+  auto time = [&](const char* algo, bool inPlace) {
+    sim::CollectiveRun run;
+    run.algorithm = algo;
+    run.nranks = 2;
+    run.bytes = 16u << 20;
+    run.inPlace = inPlace;
+    sim::Result r;
+    EXPECT_EQ(sim::simulateCollective(t, run, {}, &r, &err), Status::Success) << err;
+    return r.timeS;
+  };
+  const double copy = t.chip().localOpSeconds(16u << 20, false);
+  ASSERT_GT(copy, 0);
+  EXPECT_NEAR(time("rd", true) - time("rd", false), copy, copy * 0.05);
+  EXPECT_DOUBLE_EQ(time("ring", true), time("ring", false));
+}
+
 // Hierarchical all-reduce follows the three layers of trn3-us144 (4 x 18 x 2) and, on that
 // non-blocking fabric, contends nowhere: analytical == flow, with a launch overhead added once.
 TEST(SimUs144, HierFollowsTheLayersAndDoesNotContend) {
