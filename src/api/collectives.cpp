@@ -24,7 +24,7 @@ enum class Where { All, RootOnly };
 /// Checks a collective's arguments, then issues it. `factor`: how many counts the larger buffer
 /// holds; `send`/`recv`: where that buffer must not be null. An operator from
 /// nlcclRedOpCreatePreMulSum becomes a Sum over a scaled copy (after every other check).
-nlcclResult_t run(nlcclComm_t comm, core::CollArgs a, nlcclStream_t stream, const char* func,
+nlcclResult_t run(nlcclComm_t comm, core::CollArgs&& a, nlcclStream_t stream, const char* func,
                   size_t factor, bool needsOp, bool needsRoot, Where send, Where recv) {
   core::Communicator* c = comm ? api::toComm(comm) : nullptr;
   std::optional<core::CollExtras> extras;  // a PreMulSum's scaled input, for this call

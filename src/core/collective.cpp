@@ -449,11 +449,9 @@ namespace {
 /// nothing and takes no sequence number.
 bool emptyCallEnds(const Communicator& comm, const CollArgs& a) {
   // An empty collective moves nothing, so it ends at once, as NCCL's do: no plan, no stream item,
-  // no sequence number (the count is the same on every rank, so every rank skips it alike). It
-  // still runs under NLCCL_CHECK, whose cross-rank check must see every call, and on a modelled
-  // transport, whose clock charges the launch.
-  return a.count == 0 && a.collective != Collective::AllToAllv && !comm.config().check &&
-         comm.transport()->timeModel() == nullptr;
+  // no sequence number (the count is the same on every rank, so every rank skips it alike),
+  // except where Communicator::emptyCallsEnd says it must still run.
+  return a.count == 0 && a.collective != Collective::AllToAllv && comm.emptyCallsEnd();
 }
 
 }  // namespace

@@ -34,7 +34,9 @@ Communicator::Communicator(int rank, int nranks, std::unique_ptr<transport::Tran
       rendezvous_(std::move(rendezvous)),
       config_(std::move(config)),
       sendCount_(nranks, 0),
-      recvCount_(nranks, 0) {}
+      recvCount_(nranks, 0) {
+  emptyCallsEnd_ = !config_.check && !(transport_ && transport_->timeModel() != nullptr);
+}
 
 Communicator::~Communicator() {
   magic_ = 0;

@@ -70,6 +70,10 @@ class Communicator {
   int nranks() const { return nranks_; }
   const CommConfig& config() const { return config_; }
   transport::Transport* transport() const { return transport_.get(); }
+  /// Whether an empty collective ends as soon as it is checked: not under NLCCL_CHECK (its
+  /// cross-rank check must see every call) nor on a modelled transport (its clock charges the
+  /// launch). Fixed at construction, as both are.
+  bool emptyCallsEnd() const { return emptyCallsEnd_; }
   /// Scratch memory for one collective, reused across calls (see scratch_pool.hpp).
   std::shared_ptr<char> leaseScratch(size_t bytes) { return scratchPool_->lease(bytes); }
   Rendezvous* rendezvous() const { return rendezvous_.get(); }
@@ -171,6 +175,7 @@ class Communicator {
   std::unique_ptr<transport::Transport> transport_;
   std::shared_ptr<Rendezvous> rendezvous_;
   CommConfig config_;
+  bool emptyCallsEnd_ = false;
 
   algo::Selection selection_;
   std::vector<int> hostGroups_;
