@@ -146,6 +146,11 @@ class CollRunner {
                              clock_ ? clock_->startOf(s, completed) : 0, vend);
         if (++completed == loops_) ++doneSteps_;
         *progressed = true;
+        // A step of local ops alone (a broadcast root's copy of its input, an all-gather's or
+        // all-to-all's own block) takes one loop per pass. Its loops would otherwise all run
+        // before the next loop of a transfer step is posted, and a peer reading those
+        // transfers would wait for the whole copy instead of working beside it.
+        if (cp_->steps()[s].numXfers == 0) break;
       }
     }
     if (done() && !finished_) {
