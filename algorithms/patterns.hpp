@@ -94,9 +94,11 @@ void appendHalvingReduceScatter(plan::Plan& p, int ch, const std::vector<int>& m
 void appendHalvingReduceScatter(plan::Plan& p, int ch, const std::vector<int>& members,
                                 const plan::Region& seg);
 /// All-gather in ceil(lg m) steps: recursive doubling for powers of two, Bruck's dissemination
-/// (blocks sent straight to their final place, split at the wrap) otherwise.
+/// (blocks sent straight to their final place, split at the wrap) otherwise. With `ownSrc`
+/// (a block-sized region, out of place: Input), a member's first step sends its own block from
+/// there and copies it into place after its transfers, for the later steps to send.
 void appendDoublingAllGather(plan::Plan& p, int ch, const std::vector<int>& members,
-                       const plan::Region& seg);
+                             const plan::Region& seg, const plan::Region* ownSrc = nullptr);
 /// Rabenseifner all-reduce with the MPICH fold for non-powers of two: the first 2r members
 /// (r = m - 2^floor(lg m)) pair up, the even one sends its data to the odd one first and gets the
 /// result back at the end. The result lands in `seg`; each member's contribution is read from

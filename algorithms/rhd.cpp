@@ -19,13 +19,16 @@ Plan rabenseifnerAllReduce(const plan::Request& req) {
   return p;  // halving regions nest, so proportional slices would not line up: not pipelinable
 }
 
+// Out of place, each rank's first step sends its block from Input and copies it into Output
+// after (appendDoublingAllGather's ownSrc).
 Plan doublingAllGather(const plan::Request& req) {
   Plan p = pattern::shell(req, "rhd");
   const size_t c = req.count;
-  if (!req.inPlace)
-    for (int r = 0; r < req.nranks; ++r)
-      if (p.builds(r)) pattern::local(p, r, 0, LocalKind::Copy, plan::in(0, c), plan::out(r * c, c));
-  pattern::appendDoublingAllGather(p, 0, pattern::iota(req.nranks), plan::out(0, c * req.nranks));
+  const Region input = plan::in(0, c);
+  if (req.nranks == 1 && !req.inPlace && p.builds(0))
+    pattern::local(p, 0, 0, LocalKind::Copy, input, plan::out(0, c));
+  pattern::appendDoublingAllGather(p, 0, pattern::iota(req.nranks), plan::out(0, c * req.nranks),
+                                   req.inPlace ? nullptr : &input);
   return p;
 }
 

@@ -178,6 +178,27 @@ TEST(FamilyCost, DoublingAllGatherAnyP) {
   }
 }
 
+TEST(FamilyCost, DoublingAllGatherSendsItsOwnBlockFromInput) {
+  // Out of place a rank's first step sends its block from Input and copies it into Output after
+  // its transfers: the peer then never reads the Output block this rank rewrites at its next
+  // call (the lines it read sit in its cache, and each rewrite costs a cross-core transfer).
+  for (int p = 2; p <= 9; ++p)
+    for (bool inPlace : {false, true}) {
+      const plan::Plan plan = make("rhd", request(Collective::AllGather, p, 5, inPlace));
+      for (int r = 0; r < p; ++r) {
+        const auto& steps = plan.ranks.at(r).channels.at(0).steps;
+        ASSERT_FALSE(steps.empty()) << p;
+        const auto& first = steps.front();
+        ASSERT_FALSE(first.transfers.empty()) << "p=" << p << " rank " << r << ": a step first";
+        for (const auto& t : first.transfers)
+          if (t.kind == plan::XferKind::Send)
+            EXPECT_EQ(t.region.buffer, inPlace ? plan::Buffer::Output : plan::Buffer::Input)
+                << "p=" << p << " rank " << r;
+        EXPECT_EQ(first.locals.size(), inPlace ? 0u : 1u) << "p=" << p << " rank " << r;
+      }
+    }
+}
+
 TEST(FamilyCost, BroadcastRootCopiesBesideItsSends) {
   // Out of place the root's copy Input -> Output must not wait for its sends (a step's locals run
   // after its transfers complete, and a single-copy send completes once the peer has read it
