@@ -36,14 +36,19 @@ using AllGatherFn = std::function<Status(const void* mine, size_t bytes, void* a
 
 /// Completion record of one posted operation. The transport writes `status`, then sets `done`.
 /// `timing` is set by the engine only when the transport has a time model (time_model.hpp).
+/// `readOnlySource`, set by the caller before postSend: the sender never writes the buffer
+/// during its collective (an out-of-place Input), so a peer reading it in place finds no line
+/// the sender rewrites under it or just after (shm then reads it in place from a smaller size).
 struct Request {
   std::atomic<bool> done{false};
   Status status = Status::Success;
   Timing* timing = nullptr;
+  bool readOnlySource = false;
   void reset() {
     done.store(false, std::memory_order_relaxed);
     status = Status::Success;
     timing = nullptr;
+    readOnlySource = false;
   }
 };
 
@@ -72,12 +77,13 @@ class Transport {
   /// transport is aborted (nothing stays posted). Only for transports whose exchanges() is true.
   /// A half may be absent (a step of one transfer, such as a 2-rank broadcast): `send` null with
   /// `sendBytes` 0 sends nothing, `recv` null with `recvBytes` 0 receives nothing (the engine never
-  /// sends an empty transfer, so these never stand for a zero-byte message).
-  virtual Status exchange(int peer, uint64_t tag, const void* send, size_t sendBytes, void* recv,
-                          size_t recvBytes, const Reducer* reducer,
+  /// sends an empty transfer, so these never stand for a zero-byte message). `sendReadOnly`:
+  /// Request::readOnlySource of the send.
+  virtual Status exchange(int peer, uint64_t tag, const void* send, size_t sendBytes, bool sendReadOnly,
+                          void* recv, size_t recvBytes, const Reducer* reducer,
                           std::chrono::milliseconds timeout) {
-    (void)peer, (void)tag, (void)send, (void)sendBytes, (void)recv, (void)recvBytes,
-        (void)reducer, (void)timeout;
+    (void)peer, (void)tag, (void)send, (void)sendBytes, (void)sendReadOnly, (void)recv,
+        (void)recvBytes, (void)reducer, (void)timeout;
     return Status::InternalError;
   }
   /// Advances outstanding operations; a fatal error (dead peer) is returned here too.

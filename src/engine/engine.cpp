@@ -115,7 +115,8 @@ class CollRunner {
         if (s != exchangeStep_) runLocals(s, 0);
     job.bytesSent += xSend_.bytes;
     const uint64_t tag = makeCollTag(job.seq, xChannel_, 0);
-    NLCHECK(job.transport->exchange(xPeer_, tag, sp, xSend_.bytes, rp, xRecv_.bytes, red, timeout));
+    NLCHECK(job.transport->exchange(xPeer_, tag, sp, xSend_.bytes, readOnly(xSend_.buffer), rp,
+                                    xRecv_.bytes, red, timeout));
     if (exchangeLocals_) runLocals(exchangeStep_, 0);
     // started_/completed_ stay 0: nothing reads them after a run that succeeded.
     doneSteps_ = last_ - first_;
@@ -202,6 +203,9 @@ class CollRunner {
            job.rank == rank_ && job.dtype == dtype_ && job.op == op_ &&
            job.sliceBytes == sliceBytes_ && !trace::enabled();
   }
+  /// Whether a send from `b` is from memory this collective never writes: Input, out of place
+  /// (in place it aliases Output; the verifier forbids writes to Input otherwise).
+  bool readOnly(plan::Buffer b) const { return b == plan::Buffer::Input && !cp_->plan().inPlace; }
   uint64_t tag(int s, int loop) const {
     return makeCollTag(job_->seq, static_cast<unsigned>(cp_->steps()[s].channel),
                        static_cast<unsigned>(loop));
@@ -235,6 +239,7 @@ class CollRunner {
       switch (t.kind) {
         case XferKind::Send:
           job_->bytesSent += bytes;
+          req->readOnlySource = readOnly(t.region.buffer);
           NLCHECK(tp->postSend(t.peer, tag(s, loop), ptr, bytes, req));
           break;
         case XferKind::Recv:

@@ -51,11 +51,12 @@ class CountingTransport final : public transport::Transport {
   /// With `exchanging`, it offers exchange() (the two posts, then progress until both are done),
   /// as the shm transport does, and counts its calls.
   bool exchanges() const override { return exchanging; }
-  Status exchange(int peer, uint64_t tag, const void* send, size_t sendBytes, void* recv,
-                  size_t recvBytes, const transport::Reducer* reducer,
+  Status exchange(int peer, uint64_t tag, const void* send, size_t sendBytes, bool sendReadOnly,
+                  void* recv, size_t recvBytes, const transport::Reducer* reducer,
                   std::chrono::milliseconds timeout) override {
     ++exchangeCalls;
     transport::Request s, r;  // an absent half (null, 0) is done at once (transport.hpp)
+    s.readOnlySource = sendReadOnly;
     if (send != nullptr || sendBytes != 0) NLCHECK(postSend(peer, tag, send, sendBytes, &s));
     else s.done.store(true);
     if (recv != nullptr || recvBytes != 0) NLCHECK(postRecv(peer, tag, recv, recvBytes, reducer, &r));

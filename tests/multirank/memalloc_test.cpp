@@ -295,6 +295,43 @@ TEST(SingleCopy, SendWaitThenSendDoesNotDeadlock) {
   EXPECT_EQ(codes, (std::vector<int>{0, 0}));
 }
 
+// A send below the threshold goes single-copy when its Request says the sender never writes the
+// buffer during its collective (readOnlySource: an out-of-place Input), from
+// NLCCL_SHM_SINGLE_COPY_INPUT_BYTES (16 KiB) up, and through the FIFO otherwise.
+TEST(SingleCopy, ReadOnlySourcesGoSingleCopyFromTheInputThreshold) {
+  constexpr size_t kBytes = 32 << 10;
+  auto codes = runRanks(2, [](int rank, Shared* sh) {
+    auto t = makeTransport(sh, rank, 2);
+    CHILD_CHECK(t);
+    CHILD_CHECK(t->singleCopyInputBytes() == (16u << 10) && kBytes < t->singleCopyBytes());
+    void* a = nullptr;
+    CHILD_CHECK(shmem::memAlloc(kBytes, &a) == Status::Success);
+    std::memset(a, 5, kBytes);
+    auto& c = shm::singleCopyCounters();
+    if (rank == 0) {
+      for (bool readOnly : {false, true}) {
+        const uint64_t sent0 = c.sent.load();
+        Request s;
+        s.readOnlySource = readOnly;
+        CHILD_CHECK(t->postSend(1, readOnly ? 2 : 1, a, kBytes, &s) == Status::Success);
+        CHILD_CHECK(drive(*t, {&s}, milliseconds(10000)) == Status::Success);
+        CHILD_CHECK(c.sent.load() - sent0 == (readOnly ? 1u : 0u));
+      }
+    } else {
+      for (uint64_t tag : {1, 2}) {
+        std::vector<char> x(kBytes);
+        Request r;
+        CHILD_CHECK(t->postRecv(0, tag, x.data(), x.size(), nullptr, &r) == Status::Success);
+        CHILD_CHECK(drive(*t, {&r}, milliseconds(10000)) == Status::Success);
+        CHILD_CHECK(x == std::vector<char>(kBytes, 5));
+      }
+    }
+    shmem::memFree(a);
+    return 0;
+  });
+  EXPECT_EQ(codes, (std::vector<int>{0, 0}));
+}
+
 TEST(SingleCopy, DisabledByEnvironment) {
   ScopedEnv env("NLCCL_SHM_SINGLE_COPY_BYTES", "0");
   auto codes = runRanks(2, [](int rank, Shared* sh) {

@@ -48,7 +48,7 @@ TEST(ShmExchange, MatchesPostedHalvesAndReduces) {
       if (rank == 0) {  // one call; buf = mine op incoming (recvReduceCopy)
         Reducer fused = sum;
         fused.src = mine.data();
-        CHILD_CHECK(t->exchange(peer, 7 + k, mine.data(), n, got.data(), n, &fused,
+        CHILD_CHECK(t->exchange(peer, 7 + k, mine.data(), n, false, got.data(), n, &fused,
                                 milliseconds(10000)) == Status::Success);
       } else {  // the two halves, posted: buf = buf op incoming
         got = mine;
@@ -60,7 +60,7 @@ TEST(ShmExchange, MatchesPostedHalvesAndReduces) {
       CHILD_CHECK(got == want);
       // Both in one call, a plain receive this time.
       std::vector<char> copy(n, 0);
-      CHILD_CHECK(t->exchange(peer, 100 + k, mine.data(), n, copy.data(), n, nullptr,
+      CHILD_CHECK(t->exchange(peer, 100 + k, mine.data(), n, false, copy.data(), n, nullptr,
                               milliseconds(10000)) == Status::Success);
       CHILD_CHECK(copy == theirs);
     }
@@ -81,17 +81,17 @@ TEST(ShmExchange, HalfExchangesSendOrReceiveAlone) {
       const std::vector<char> from0 = message(0, n, k);
       std::vector<char> got(n, 0);
       if (rank == 0) {
-        CHILD_CHECK(t->exchange(peer, 300 + k, from0.data(), n, nullptr, 0, nullptr,
+        CHILD_CHECK(t->exchange(peer, 300 + k, from0.data(), n, false, nullptr, 0, nullptr,
                                 milliseconds(10000)) == Status::Success);
         Request s;  // the other direction: a posted send meets the peer's receive-only exchange
         CHILD_CHECK(t->postSend(peer, 400 + k, from0.data(), n, &s) == Status::Success);
         CHILD_CHECK(drive(*t, {&s}, milliseconds(10000)) == Status::Success);
       } else {
-        CHILD_CHECK(t->exchange(peer, 300 + k, nullptr, 0, got.data(), n, nullptr,
+        CHILD_CHECK(t->exchange(peer, 300 + k, nullptr, 0, false, got.data(), n, nullptr,
                                 milliseconds(10000)) == Status::Success);
         CHILD_CHECK(got == from0);
         std::fill(got.begin(), got.end(), 0);
-        CHILD_CHECK(t->exchange(peer, 400 + k, nullptr, 0, got.data(), n, nullptr,
+        CHILD_CHECK(t->exchange(peer, 400 + k, nullptr, 0, false, got.data(), n, nullptr,
                                 milliseconds(10000)) == Status::Success);
         CHILD_CHECK(got == from0);
       }
@@ -114,7 +114,7 @@ TEST(ShmExchange, AReplyBehindTheSlotsOrLaterThanTheWatchStillMatches) {
       const std::vector<char> mine = message(rank, 40, small), theirs = message(peer, 40, small);
       std::vector<char> got(40, 0);
       if (rank == 0) {
-        CHILD_CHECK(t->exchange(peer, small, mine.data(), 40, got.data(), 40, nullptr,
+        CHILD_CHECK(t->exchange(peer, small, mine.data(), 40, false, got.data(), 40, nullptr,
                                 milliseconds(10000)) == Status::Success);
         CHILD_CHECK(got == theirs);
         const std::vector<char> want = message(peer, 100000, big);
@@ -148,7 +148,7 @@ TEST(ShmExchange, KilledPeerIsRemoteError) {
     for (uint64_t it = 0; it < 100000000; ++it) {
       if (it == 1000 && rank == 1) sh->flag[1].store(1);  // the parent kills us now
       const Status s =
-          t->exchange(1 - rank, it, out.data(), out.size(), in.data(), in.size(), nullptr,
+          t->exchange(1 - rank, it, out.data(), out.size(), false, in.data(), in.size(), nullptr,
                       milliseconds(10000));
       if (s == Status::Success) continue;
       fprintf(stderr, "rank %d: %s at exchange %llu\n", rank, statusName(s),
@@ -179,7 +179,7 @@ TEST(ShmExchange, SilentPeerTimesOutAndLeavesNothingPosted) {
       return 0;
     }
     const auto start = Clock::now();
-    const Status s = t->exchange(1, 5, out.data(), out.size(), in.data(), in.size(), nullptr,
+    const Status s = t->exchange(1, 5, out.data(), out.size(), false, in.data(), in.size(), nullptr,
                                  milliseconds(300));
     const auto took = Clock::now() - start;
     sh->flag[2].store(1);

@@ -45,6 +45,8 @@
 //   NLCCL_SHM_SLOT_BYTES  payload bytes per slot (default 512K; K/M suffixes; rounded to 4 KiB)
 //   NLCCL_SHM_SLOTS       slots per FIFO (default 8, at least 2)
 //   NLCCL_SHM_SINGLE_COPY_BYTES  smallest single-copy send (default 64K; 0 disables)
+//   NLCCL_SHM_SINGLE_COPY_INPUT_BYTES  the same for a send the sender never writes during its
+//                         collective (Request::readOnlySource: an out-of-place Input; default 16K)
 //   NLCCL_SHM_LL_BYTES    largest LL send (default 128; 0 disables; at most 64K)
 #pragma once
 
@@ -106,8 +108,8 @@ class ShmTransport final : public Transport {
   Status postRecv(int peer, uint64_t tag, void* buf, size_t bytes, const Reducer* reducer,
                   Request* req) override;
   bool exchanges() const override { return true; }
-  Status exchange(int peer, uint64_t tag, const void* send, size_t sendBytes, void* recv,
-                  size_t recvBytes, const Reducer* reducer,
+  Status exchange(int peer, uint64_t tag, const void* send, size_t sendBytes, bool sendReadOnly,
+                  void* recv, size_t recvBytes, const Reducer* reducer,
                   std::chrono::milliseconds timeout) override;
   Status progress() override;
   uint32_t activityEpoch() override;
@@ -120,6 +122,8 @@ class ShmTransport final : public Transport {
   uint32_t slots() const { return own_.slots(); }
   /// Smallest send that goes single-copy when its buffer is shareable (0: never).
   uint64_t singleCopyBytes() const { return singleCopyBytes_; }
+  /// The same for a send whose Request::readOnlySource is set (at most singleCopyBytes()).
+  uint64_t singleCopyInputBytes() const { return singleCopyInputBytes_; }
 
  private:
   struct SendOp {
@@ -256,6 +260,7 @@ class ShmTransport final : public Transport {
   std::chrono::milliseconds timeout_;
   std::function<Status()> health_;
   uint64_t singleCopyBytes_ = 0;
+  uint64_t singleCopyInputBytes_ = 0;
   uint64_t llBytes_ = 0;  ///< largest LL send (0: none)
   /// Per rank: the LL line index past the records drainLL has looked at (waits watch it).
   std::unique_ptr<std::atomic<uint64_t>[]> llLook_;

@@ -111,6 +111,8 @@ Status ShmTransport::setup(const AllGatherFn& allGather) {
   uint64_t slotBytes;
   geometryFromEnv(&slots, &slotBytes);
   singleCopyBytes_ = singleCopyFromEnv();
+  singleCopyInputBytes_ =
+      singleCopyBytes_ == 0 ? 0 : std::min(singleCopyBytes_, paramShmSingleCopyInputBytes().value);
   uint32_t llLines;
   llFromEnv(&llBytes_, &llLines);
   llStage_.reset(new char[shm::kLLMaxBytes]);
