@@ -15,6 +15,7 @@
 #include "engine/engine.hpp"
 #include "nlccl/topology.hpp"
 #include "plan/compiled.hpp"
+#include "multirank/forwarding_transport.hpp"
 #include "sim/simulate.hpp"
 #include "transports/loopback/loopback.hpp"
 #include "util/log.hpp"
@@ -23,31 +24,16 @@ namespace nlccl {
 namespace {
 
 /// Counts what the engine posts, then passes everything to the transport underneath.
-class CountingTransport final : public transport::Transport {
+class CountingTransport final : public testing::ForwardingTransport {
  public:
-  explicit CountingTransport(std::unique_ptr<transport::Transport> inner)
-      : inner_(std::move(inner)) {}
+  using ForwardingTransport::ForwardingTransport;
   const char* name() const override { return "counting"; }
-  int rank() const override { return inner_->rank(); }
-  int nranks() const override { return inner_->nranks(); }
   Status postSend(int peer, uint64_t tag, const void* buf, size_t bytes,
                   transport::Request* req) override {
     ++messages;
     this->bytes += bytes;
-    return inner_->postSend(peer, tag, buf, bytes, req);
+    return ForwardingTransport::postSend(peer, tag, buf, bytes, req);
   }
-  Status postRecv(int peer, uint64_t tag, void* buf, size_t bytes,
-                  const transport::Reducer* reducer, transport::Request* req) override {
-    return inner_->postRecv(peer, tag, buf, bytes, reducer, req);
-  }
-  Status progress() override { return inner_->progress(); }
-  uint32_t activityEpoch() override { return inner_->activityEpoch(); }
-  const void* activityDomain() const override { return inner_->activityDomain(); }
-  void waitActivity(uint32_t seen, std::chrono::nanoseconds timeout) override {
-    inner_->waitActivity(seen, timeout);
-  }
-  void abort(Status why) override { inner_->abort(why); }
-  void wake(int r) override { inner_->wake(r); }
   /// With `exchanging`, it offers exchange() (the two posts, then progress until both are done),
   /// as the shm transport does, and counts its calls.
   bool exchanges() const override { return exchanging; }
@@ -75,9 +61,6 @@ class CountingTransport final : public transport::Transport {
   size_t messages = 0;
   size_t bytes = 0;
   size_t exchangeCalls = 0;
-
- private:
-  std::unique_ptr<transport::Transport> inner_;
 };
 
 constexpr size_t kElem = 4;           // float32

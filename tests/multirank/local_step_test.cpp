@@ -11,6 +11,7 @@
 
 #include "algorithms/algorithms.hpp"
 #include "engine/engine.hpp"
+#include "multirank/forwarding_transport.hpp"
 #include "plan/compiled.hpp"
 #include "transports/loopback/loopback.hpp"
 
@@ -18,38 +19,23 @@ namespace nlccl {
 namespace {
 
 /// Records, at each send, how many elements of `watched` already hold what `want` holds.
-class WatchingTransport final : public transport::Transport {
+class WatchingTransport final : public testing::ForwardingTransport {
  public:
   WatchingTransport(std::unique_ptr<transport::Transport> inner, const std::vector<float>* want,
                     const std::vector<float>* watched)
-      : inner_(std::move(inner)), want_(want), watched_(watched) {}
+      : ForwardingTransport(std::move(inner)), want_(want), watched_(watched) {}
   const char* name() const override { return "watching"; }
-  int rank() const override { return inner_->rank(); }
-  int nranks() const override { return inner_->nranks(); }
   Status postSend(int peer, uint64_t tag, const void* buf, size_t bytes,
                   transport::Request* req) override {
     size_t copied = 0;
     for (size_t i = 0; i < want_->size(); ++i) copied += (*watched_)[i] == (*want_)[i];
     copiedAtSend.push_back(copied);
-    return inner_->postSend(peer, tag, buf, bytes, req);
+    return ForwardingTransport::postSend(peer, tag, buf, bytes, req);
   }
-  Status postRecv(int peer, uint64_t tag, void* buf, size_t bytes,
-                  const transport::Reducer* reducer, transport::Request* req) override {
-    return inner_->postRecv(peer, tag, buf, bytes, reducer, req);
-  }
-  Status progress() override { return inner_->progress(); }
-  uint32_t activityEpoch() override { return inner_->activityEpoch(); }
-  const void* activityDomain() const override { return inner_->activityDomain(); }
-  void waitActivity(uint32_t seen, std::chrono::nanoseconds timeout) override {
-    inner_->waitActivity(seen, timeout);
-  }
-  void abort(Status why) override { inner_->abort(why); }
-  void wake(int r) override { inner_->wake(r); }
 
   std::vector<size_t> copiedAtSend;
 
  private:
-  std::unique_ptr<transport::Transport> inner_;
   const std::vector<float>* want_;
   const std::vector<float>* watched_;
 };
