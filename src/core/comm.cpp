@@ -119,27 +119,19 @@ void Communicator::preferOneExchange(Collective c, size_t bytes, tuner::Choice* 
 }
 
 /// In place, an algorithm that stages through scratch (rd) copies its result home: a pass over
-/// memory the model charges when asked in place (tuner::Query::inPlace). On a host a copy that
-/// stays in the core's L2 costs little beside a message, which the model's single memory rate
-/// does not see: at 2 ranks over shm, rd in place was the fastest up to 256 KiB and 2-6x slower
-/// than ring from 1 MiB (docs/shm-performance.md). So a host asks in place only beyond a quarter
-/// of the L2, where the scratch, the output and the peer's data (3 S) no longer fit in it
-/// together; a modelled fabric (neuronlink: HBM) always does. Across hosts every host must
-/// reach the same choice, so there the L2 is HostShape's default, not what hwloc sees here.
-bool Communicator::stagingCounts(Collective c, bool inPlace, size_t bytes) const {
-  // All-reduce only: in place is then the same question on every rank (sendbuff == recvbuff).
-  // A rooted collective is in place at its root alone, and the ranks must still agree.
-  if (!inPlace || c != Collective::AllReduce) return false;
-  if (transport_ && transport_->timeModel() != nullptr) return true;
-  const bool oneHost = hostGroups_.size() != 2 || hostGroups_[1] <= 1;
-  const size_t l2 = oneHost ? tuner::hostShape().l2Bytes : tuner::HostShape{}.l2Bytes;
-  return bytes > l2 / 4;
+/// memory the model charges when asked in place (tuner::Query::inPlace). All-reduce only: in
+/// place is then the same question on every rank (sendbuff == recvbuff), while a rooted
+/// collective is in place at its root alone, and the ranks must still agree. At 2 ranks over
+/// shm the model moves in place from rd to ring at 16 KiB, where measurements put it too
+/// (docs/shm-performance.md).
+bool Communicator::stagingCounts(Collective c, bool inPlace) const {
+  return inPlace && c == Collective::AllReduce;
 }
 
 Status Communicator::tune(Collective c, size_t bytes, int root, DataType dtype, bool inPlace,
                           tuner::Choice* out) {
   std::lock_guard<std::mutex> lock(tuneMu_);
-  inPlace = stagingCounts(c, inPlace, bytes);
+  inPlace = stagingCounts(c, inPlace);
   const auto key = std::make_tuple(c, root, inPlace, static_cast<int>(std::bit_width(bytes)));
   auto it = tuned_.find(key);
   if (it != tuned_.end()) {

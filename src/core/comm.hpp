@@ -164,8 +164,8 @@ class Communicator {
   bool aborted() const { return aborted_.load(); }
 
  private:
-  /// Whether tune() asks the model in place (its staging copies count) for a call of `bytes`.
-  bool stagingCounts(Collective c, bool inPlace, size_t bytes) const;
+  /// Whether tune() asks the model in place (its staging copies count).
+  bool stagingCounts(Collective c, bool inPlace) const;
   /// tune()'s choice for 2 ranks over shm: rd when the model puts it near the best.
   void preferOneExchange(Collective c, size_t bytes, tuner::Choice* choice);
 

@@ -28,15 +28,12 @@ HostShape hostShape() {
         s.cores = std::max(1, hwloc_get_nbobjs_by_type(t, HWLOC_OBJ_CORE));
         s.pus = std::max(1, hwloc_get_nbobjs_by_type(t, HWLOC_OBJ_PU));
         s.numaNodes = std::max(1, hwloc_get_nbobjs_by_type(t, HWLOC_OBJ_NUMANODE));
-        hwloc_obj_t l2 = hwloc_get_obj_by_type(t, HWLOC_OBJ_L2CACHE, 0);
-        if (l2 != nullptr && l2->attr != nullptr && l2->attr->cache.size > 0)
-          s.l2Bytes = static_cast<size_t>(l2->attr->cache.size);
       }
       hwloc_topology_destroy(t);
     }
 #endif
-    INFO(log::kTune, "host: %d cores, %d hardware threads, %d NUMA nodes, %zu KiB L2%s", s.cores,
-         s.pus, s.numaNodes, s.l2Bytes >> 10, NLCCL_HAVE_HWLOC ? " (hwloc)" : " (no hwloc: assumed)");
+    INFO(log::kTune, "host: %d cores, %d hardware threads, %d NUMA nodes%s", s.cores, s.pus,
+         s.numaNodes, NLCCL_HAVE_HWLOC ? " (hwloc)" : " (no hwloc: assumed)");
     return s;
   }();
   return shape;

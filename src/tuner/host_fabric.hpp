@@ -12,13 +12,12 @@
 
 namespace nlccl::tuner {
 
-/// What hwloc says about this host (1 NUMA node, as many cores as the hardware reports
-/// concurrency and a 1 MiB L2 cache when hwloc is not built in).
+/// What hwloc says about this host (1 NUMA node and as many cores as the hardware reports
+/// concurrency when hwloc is not built in).
 struct HostShape {
   int cores = 1;
   int pus = 1;
   int numaNodes = 1;
-  size_t l2Bytes = size_t{1} << 20;  ///< one core's L2 cache (the first hwloc reports)
 };
 HostShape hostShape();
 
