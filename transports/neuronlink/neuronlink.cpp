@@ -62,6 +62,7 @@ Status NeuronLinkTransport::activate() {
 
 Status NeuronLinkTransport::postSend(int peer, uint64_t tag, const void* buf, size_t bytes,
                                      Request* req) {
+  std::lock_guard<std::mutex> lock(mu_);
   NLCHECK(activate());
   const int me = rank();
   Pending& p = pending_.emplace_back();
@@ -88,6 +89,7 @@ Status NeuronLinkTransport::postSend(int peer, uint64_t tag, const void* buf, si
 
 Status NeuronLinkTransport::postRecv(int peer, uint64_t tag, void* buf, size_t bytes,
                                      const Reducer* reducer, Request* req) {
+  std::lock_guard<std::mutex> lock(mu_);
   NLCHECK(activate());
   Pending& p = pending_.emplace_back();
   p.isSend = false;
@@ -204,6 +206,7 @@ Status NeuronLinkTransport::progress() {
   const uint64_t version = timeline_->version();
   const uint32_t epoch = inner_->activityEpoch();
   Status st = inner_->progress();
+  std::lock_guard<std::mutex> lock(mu_);
   if (pending_.empty()) return st;
   // Also due: a real-time deadline, and now and then a look at the clock for ranks the others
   // release after their idle grace (nothing else announces that).
@@ -327,6 +330,7 @@ void NeuronLinkTransport::complete(Pending& p, Status s) {
 }
 
 void NeuronLinkTransport::setClock(double t) {
+  std::lock_guard<std::mutex> lock(mu_);
   clock_ = t;
   if (!pending_.empty() || !active_) return;
   active_ = false;
@@ -352,10 +356,11 @@ void NeuronLinkTransport::waitActivity(uint32_t seen, std::chrono::nanoseconds t
   inner_->waitActivity(seen, timeout);
 }
 
-// nlcclCommAbort calls this from another thread while the collective's thread, seeing the inner
-// transport fail, may be failing into it too: one at a time, or both free pending_'s nodes.
+// nlcclCommAbort calls this from another thread while the collective's thread may be in
+// progress() or a post (or, seeing the inner transport fail, failing into abort too): mu_ makes
+// them take turns, or one frees pending_'s nodes under the other's iterator.
 void NeuronLinkTransport::abort(Status why) {
-  std::lock_guard<std::mutex> lock(abortMu_);
+  std::lock_guard<std::mutex> lock(mu_);
   inner_->abort(why);
   for (Pending& p : pending_) complete(p, why);
   pending_.clear();

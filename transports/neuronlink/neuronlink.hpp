@@ -105,7 +105,9 @@ class NeuronLinkTransport final : public Transport, public TimeModel {
   std::shared_ptr<const LinkModel> model_;
   std::unique_ptr<Timeline> timeline_;
   fabric::FlowModel flows_;  ///< this rank's replica of the whole fabric
-  std::mutex abortMu_;  // abort() may run on two threads at once (see there)
+  /// Guards everything below: nlcclCommAbort calls abort() on another thread while the
+  /// collective's thread may be in progress() or a post, iterating pending_.
+  std::mutex mu_;
   std::list<Pending> pending_;
   double clock_ = 0;
   bool active_ = false;     ///< has operations in flight (the timeline knows it as not idle)
