@@ -28,6 +28,21 @@ struct Reducer {
   ReduceFn fn = nullptr;
   size_t elemSize = 1;
   const void* src = nullptr;  ///< optional local operand
+  kernels::Reduce3Fn fn3 = nullptr;  ///< buf = src op incoming in one sweep (needed with src)
+
+  /// fn, fn3 and elemSize of (type, op), no src.
+  static Reducer of(DataType type, RedOp op) {
+    return {kernels::reduceKernel(type, op), dataTypeSize(type), nullptr,
+            kernels::reduce3Kernel(type, op)};
+  }
+  /// The `bytes` at `offset` of a receive into `buf` that just arrived as `incoming`.
+  void apply(char* buf, size_t offset, const void* incoming, size_t bytes) const {
+    if (src)
+      kernels::reduceCopy(fn, fn3, buf + offset, static_cast<const char*>(src) + offset, incoming,
+                          bytes / elemSize);
+    else
+      fn(buf + offset, incoming, bytes / elemSize);
+  }
 };
 
 /// A collective exchange among the ranks of a group, for transport set-up: every rank contributes

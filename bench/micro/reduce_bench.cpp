@@ -47,10 +47,10 @@ void bmReduceCopy(benchmark::State& state, DataType type, bool fused) {
     nlccl::kernels::storeFromDouble(type, in.data(), i, 1e-3);
   }
   auto fn = nlccl::kernels::reduceKernel(type, RedOp::Sum);
+  auto fn3 = nlccl::kernels::reduce3Kernel(type, RedOp::Sum);
   for (auto _ : state) {
     if (fused) {
-      nlccl::kernels::reduceCopy(fn, dst.data(), src.data(), in.data(), count,
-                                nlccl::dataTypeSize(type));
+      nlccl::kernels::reduceCopy(fn, fn3, dst.data(), src.data(), in.data(), count);
     } else {
       std::memcpy(dst.data(), src.data(), bytes);
       fn(dst.data(), in.data(), count);

@@ -56,9 +56,7 @@ class CollRunner {
     last_ = cp_->rankSteps(job.rank).second;
     es_ = dataTypeSize(job.dtype);
     loops_ = cp_->loops(job.sliceBytes, es_, kMaxLoops);
-    reducer_ = {};
-    reducer_.fn = kernels::reduceKernel(job.dtype, job.op);
-    reducer_.elemSize = es_;
+    reducer_ = transport::Reducer::of(job.dtype, job.op);
     model_ = job.transport->timeModel();
     started_.assign(static_cast<size_t>(last_ - first_), 0);
     completed_.assign(static_cast<size_t>(last_ - first_), 0);

@@ -11,8 +11,6 @@
 #include <limits>
 #include <type_traits>
 
-#include "util/small_copy.hpp"
-
 // On x86-64 with GCC every kernel is also compiled for x86-64-v3 (AVX2, F16C), picked at load
 // time by an ifunc: with only baseline SSE2 the narrow-float kernels run at half speed or less.
 // Not under ThreadSanitizer: its instrumented resolvers run before it is set up, and crash.
@@ -184,9 +182,22 @@ NLCCL_KERNEL_ATTR void kernel(void* dstv, const void* srcv, size_t count) {
   for (size_t i = 0; i < count; ++i) dst[i] = Op::template apply<C>(dst[i], src[i]);
 }
 
+// dst, a and b must not overlap. Op sees (a, b) as kernel sees (dst, src): the same bits.
+template <class C, class Op>
+NLCCL_KERNEL_ATTR void kernel3(void* dstv, const void* av, const void* bv, size_t count) {
+  using S = typename C::Storage;
+  S* __restrict dst = static_cast<S*>(dstv);
+  const S* __restrict a = static_cast<const S*>(av);
+  const S* __restrict b = static_cast<const S*>(bv);
+  for (size_t i = 0; i < count; ++i) dst[i] = Op::template apply<C>(a[i], b[i]);
+}
+
 template <class C>
 constexpr ReduceFn kRow[4] = {&kernel<C, SumOp>, &kernel<C, ProdOp>,
                                          &kernel<C, MaxOp>, &kernel<C, MinOp>};
+template <class C>
+constexpr Reduce3Fn kRow3[4] = {&kernel3<C, SumOp>, &kernel3<C, ProdOp>, &kernel3<C, MaxOp>,
+                                &kernel3<C, MinOp>};
 
 // Indexed by DataType then RedOp (Sum, Prod, Max, Min).
 constexpr const ReduceFn* kKernels[kNumDataTypes] = {
@@ -194,6 +205,18 @@ constexpr const ReduceFn* kKernels[kNumDataTypes] = {
     kRow<Native<int64_t>>,  kRow<Native<uint64_t>>, kRow<Half>,            kRow<Native<float>>,
     kRow<Native<double>>,   kRow<Bf16>,             kRow<E4m3>,            kRow<E5m2>,
 };
+constexpr const Reduce3Fn* kKernels3[kNumDataTypes] = {
+    kRow3<Native<int8_t>>,  kRow3<Native<uint8_t>>, kRow3<Native<int32_t>>, kRow3<Native<uint32_t>>,
+    kRow3<Native<int64_t>>, kRow3<Native<uint64_t>>, kRow3<Half>,           kRow3<Native<float>>,
+    kRow3<Native<double>>,  kRow3<Bf16>,            kRow3<E4m3>,            kRow3<E5m2>,
+};
+#if NLCCL_X86_CLONES
+constexpr const ReduceFn* kHwHalfRow = kRow<HalfHw>;
+constexpr const Reduce3Fn* kHwHalfRow3 = kRow3<HalfHw>;
+#else
+constexpr const ReduceFn* kHwHalfRow = nullptr;
+constexpr const Reduce3Fn* kHwHalfRow3 = nullptr;
+#endif
 
 // Rounds a double to fp32 with round-to-odd: the result is the nearest float toward zero with its
 // lsb forced to 1 when inexact. Rounding that once more, to nearest even, into a format with at most
@@ -239,36 +262,33 @@ T saturatingFromDouble(double v) {
 
 }  // namespace
 
-ReduceFn reduceKernel(DataType type, RedOp op) {
+namespace {
+
+// The entry for (type, op) in `table`, or null for invalid enums; `hwHalf` is the row for
+// Float16 Sum and Prod when the CPU converts halves itself.
+template <class Fn>
+Fn lookup(const Fn* const (&table)[kNumDataTypes], const Fn* hwHalfRow, DataType type, RedOp op) {
   int t = static_cast<int>(type);
   int o = static_cast<int>(op == RedOp::Avg ? RedOp::Sum : op);
   if (t < 0 || t >= kNumDataTypes || o < 0 || o >= 4) return nullptr;
 #if NLCCL_X86_CLONES
   static const bool hwHalf = __builtin_cpu_supports("x86-64-v3");
   // Max/Min compare without rounding and vectorise better with the bit-arithmetic codec.
-  if (type == DataType::Float16 && hwHalf && o <= 1) return kRow<HalfHw>[o];
+  if (type == DataType::Float16 && hwHalf && o <= 1) return hwHalfRow[o];
+#else
+  (void)hwHalfRow;
 #endif
-  return kKernels[t][o];
+  return table[t][o];
 }
 
-void reduceCopy(ReduceFn fn, void* dst, const void* src, const void* incoming,
-                size_t count, size_t elemSize) {
-  if (count == 0) return;
-  if (dst == src) return fn(dst, incoming, count);
-  if (count * elemSize <= 64) {  // a small all-reduce's one block: no memcpy call
-    copySmall(dst, src, count * elemSize);
-    return fn(dst, incoming, count);
-  }
-  // Whole elements per block; at least one element for very wide types.
-  const size_t per = std::max<size_t>(1, kReduceCopyBlockBytes / elemSize);
-  char* d = static_cast<char*>(dst);
-  const char* s = static_cast<const char*>(src);
-  const char* in = static_cast<const char*>(incoming);
-  for (size_t i = 0; i < count; i += per) {
-    const size_t n = std::min(per, count - i), off = i * elemSize;
-    std::memcpy(d + off, s + off, n * elemSize);
-    fn(d + off, in + off, n);
-  }
+}  // namespace
+
+ReduceFn reduceKernel(DataType type, RedOp op) {
+  return lookup(kKernels, kHwHalfRow, type, op);
+}
+
+Reduce3Fn reduce3Kernel(DataType type, RedOp op) {
+  return lookup(kKernels3, kHwHalfRow3, type, op);
 }
 
 void divideByCount(DataType type, void* data, size_t count, int n) {

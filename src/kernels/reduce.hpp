@@ -25,14 +25,22 @@ using ReduceFn = void (*)(void* dst, const void* src, size_t count);
 /// The kernel for (type, op); Avg returns the Sum kernel. Never null for valid enums.
 ReduceFn reduceKernel(DataType type, RedOp op);
 
-/// dst = src op incoming for `count` elements of `elemSize` bytes, with `fn` from reduceKernel:
-/// block by block (kReduceCopyBlockBytes, cache-sized), src's block is copied into dst and then
-/// `fn(dst, incoming)` runs on it while it is still in cache, so memory is swept once (read src,
-/// read incoming, write dst) instead of twice. dst may be src (then this is fn(dst, incoming));
-/// otherwise no two of the buffers may overlap. Element order and rounding are fn's.
-void reduceCopy(ReduceFn fn, void* dst, const void* src, const void* incoming,
-                size_t count, size_t elemSize);
-constexpr size_t kReduceCopyBlockBytes = 16 * 1024;
+/// dst[i] = a[i] op b[i] for `count` elements: the out-of-place form, one sweep (read a, read b,
+/// write dst). dst must not overlap a or b. Bit for bit what copying a into dst and then
+/// ReduceFn(dst, b) gives.
+using Reduce3Fn = void (*)(void* dst, const void* a, const void* b, size_t count);
+
+/// The out-of-place kernel for (type, op); Avg returns the Sum kernel. Never null for valid enums.
+Reduce3Fn reduce3Kernel(DataType type, RedOp op);
+
+/// dst = src op incoming for `count` elements, with `fn` and `fn3` of one (type, op): fn3 in one
+/// sweep, or fn(dst, incoming) when dst is src. Otherwise no two of the buffers may overlap.
+inline void reduceCopy(ReduceFn fn, Reduce3Fn fn3, void* dst, const void* src,
+                       const void* incoming, size_t count) {
+  if (count == 0) return;
+  if (dst == src) fn(dst, incoming, count);
+  else fn3(dst, src, incoming, count);
+}
 
 /// data[i] = data[i] / n (the final step of Avg). Integers divide with truncation toward zero;
 /// floating types compute the quotient in double and round once to the storage type. n <= 1 is a

@@ -160,7 +160,7 @@ int exchangeRank(int n, bool reduce, bool late, int rank, Shared* sh) {
   std::vector<std::vector<char>> heapSrc(M);
   std::vector<Request> sreq(M), rreq(M);
   std::vector<Request*> all;
-  Reducer red{kernels::reduceKernel(DataType::Int32, RedOp::Sum), 4};
+  Reducer red = Reducer::of(DataType::Int32, RedOp::Sum);
   auto fill = [](char* b, size_t bytes, int s, int d, size_t id) {
     for (size_t i = 0; i < bytes / 4; ++i) {
       int32_t v = value(s, d, id, i);

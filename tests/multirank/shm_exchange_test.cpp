@@ -38,7 +38,7 @@ TEST(ShmExchange, MatchesPostedHalvesAndReduces) {
     auto t = makeTransport(sh, rank, 2);
     CHILD_CHECK(t);
     const int peer = 1 - rank;
-    const Reducer sum{kernels::reduceKernel(DataType::Int32, RedOp::Sum), 4};
+    const Reducer sum = Reducer::of(DataType::Int32, RedOp::Sum);
     for (size_t k = 0; k < kSizes.size(); ++k) {
       const size_t n = kSizes[k];
       const std::vector<char> mine = message(rank, n, k), theirs = message(peer, n, k);

@@ -55,7 +55,7 @@ int sameTagRank(int rank, int nranks, bool reduce, Shared* sh) {
   for (int q = 0; q < nranks; ++q)
     if (q != rank)
       for (size_t i = 0; i < sizes.size(); ++i) msgs.push_back({q, sizes[i], i});
-  Reducer red{kernels::reduceKernel(DataType::Int32, RedOp::Sum), 4};
+  Reducer red = Reducer::of(DataType::Int32, RedOp::Sum);
   std::vector<std::vector<char>> out(msgs.size()), in(msgs.size());
   std::vector<Request> sreq(msgs.size()), rreq(msgs.size());
   std::vector<Request*> all;

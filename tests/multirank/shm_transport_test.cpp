@@ -69,7 +69,7 @@ int exchangeRank(const ExchangeCase& c, int rank, Shared* sh) {
         msgs.push_back({q, 100 + i, sizes[i], i * 2 + k, i % 2 == 0 || (i == 3 && k == 0)});
   }
   if (c.nranks == 2) msgs.push_back({rank, 7, 4096, 99, true});  // a message to ourselves
-  Reducer red{kernels::reduceKernel(DataType::Int32, RedOp::Sum), 4};
+  Reducer red = Reducer::of(DataType::Int32, RedOp::Sum);
   auto fill = [&](std::vector<char>& b, int src, int dst, size_t id) {
     for (size_t i = 0; i < b.size(); ++i)
       b[i] = static_cast<char>(value(src, dst, id, i / unit) >> (8 * (i % unit)));

@@ -395,35 +395,39 @@ TEST_P(KernelTest, UnalignedBuffers) {
   }
 }
 
-// reduceCopy(dst, src, incoming) equals copying src into dst and reducing incoming into it, bit for
-// bit, whatever dst held before; across block boundaries, at odd lengths, unaligned, and with dst
-// aliasing src.
-TEST_P(KernelTest, ReduceCopyEqualsCopyThenReduce) {
+// The out-of-place kernel, dst = a op b, equals copying a into dst and reducing b into it, bit for
+// bit, whatever dst held before: at odd lengths, across vector widths, unaligned; reduceCopy with
+// dst aliasing src is the in-place kernel.
+TEST_P(KernelTest, OutOfPlaceKernelEqualsCopyThenReduce) {
   DataType t = GetParam();
   std::mt19937_64 rng(static_cast<uint64_t>(t) * 31 + 3);
-  const size_t es = dataTypeSize(t), block = kReduceCopyBlockBytes / es;
+  const size_t es = dataTypeSize(t);
   for (RedOp op : kAllOps) {
     ReduceFn fn = reduceKernel(t, op);
-    for (size_t count : {size_t(0), size_t(1), size_t(7), block - 1, block, block + 1,
-                         3 * block + 5}) {
+    Reduce3Fn fn3 = reduce3Kernel(t, op);
+    ASSERT_NE(fn3, nullptr);
+    for (size_t count : {size_t(0), size_t(1), size_t(7), size_t(63), size_t(64), size_t(65),
+                         size_t(4099)}) {
       SCOPED_TRACE(testing::Message() << redOpName(op) << " count=" << count);
       // One extra element in front, so the second pass runs on unaligned pointers.
       auto src = randomData(rng, t, count + 1, true), in = randomData(rng, t, count + 1, true);
-      auto garbage = randomData(rng, t, count + 1, false);
+      auto garbage = randomData(rng, t, count + 2, false);
       for (size_t skew : {size_t(0), es}) {
         const size_t n = count + 1 - skew / es;  // elements from the skew on
         std::vector<uint8_t> want(src.begin() + skew, src.end());
         fn(want.data(), in.data() + skew, n);
         std::vector<uint8_t> dst = garbage;
-        reduceCopy(fn, dst.data() + skew, src.data() + skew, in.data() + skew, n, es);
+        reduceCopy(fn, fn3, dst.data() + skew, src.data() + skew, in.data() + skew, n);
         EXPECT_TRUE(std::equal(want.begin(), want.end(), dst.begin() + skew)) << "skew " << skew;
         EXPECT_EQ(0, std::memcmp(dst.data(), garbage.data(), skew));  // nothing before dst
+        EXPECT_EQ(0, std::memcmp(dst.data() + skew + n * es, garbage.data() + skew + n * es,
+                                 garbage.size() - skew - n * es));  // nor after it
         std::vector<uint8_t> alias = src;  // dst == src: a plain reduce
-        reduceCopy(fn, alias.data() + skew, alias.data() + skew, in.data() + skew, n, es);
+        reduceCopy(fn, fn3, alias.data() + skew, alias.data() + skew, in.data() + skew, n);
         EXPECT_TRUE(std::equal(want.begin(), want.end(), alias.begin() + skew)) << "aliased";
       }
       std::vector<uint8_t> untouched = garbage;  // count 0 writes nothing
-      reduceCopy(fn, untouched.data(), src.data(), in.data(), 0, es);
+      reduceCopy(fn, fn3, untouched.data(), src.data(), in.data(), 0);
       EXPECT_EQ(untouched, garbage);
     }
   }

@@ -44,12 +44,7 @@ void LoopbackTransport::deliver(const LoopbackFabric::Pending& send,
          send.bytes, recv.bytes);
     s = Status::InvalidUsage;
   } else if (recv.reduce) {
-    const Reducer& red = recv.reducer;
-    if (red.src)  // buf = src op incoming, in one sweep
-      kernels::reduceCopy(red.fn, recv.buf, red.src, send.buf, recv.bytes / red.elemSize,
-                         red.elemSize);
-    else
-      red.fn(recv.buf, send.buf, recv.bytes / red.elemSize);
+    recv.reducer.apply(static_cast<char*>(recv.buf), 0, send.buf, recv.bytes);
   } else if (recv.buf != send.buf && recv.bytes > 0) {
     std::memcpy(recv.buf, send.buf, recv.bytes);
   }

@@ -23,12 +23,8 @@ void OfiTransport::finish(Request* req, Status s) {
 
 void OfiTransport::deliver(const RecvOp& r, size_t offset, const char* src, size_t bytes) {
   if (bytes == 0) return;
-  if (r.reduce && r.reducer.src)  // buf = local operand op incoming, in one sweep
-    kernels::reduceCopy(r.reducer.fn, r.buf + offset,
-                       static_cast<const char*>(r.reducer.src) + offset, src,
-                       bytes / r.reducer.elemSize, r.reducer.elemSize);
-  else if (r.reduce)
-    r.reducer.fn(r.buf + offset, src, bytes / r.reducer.elemSize);
+  if (r.reduce)
+    r.reducer.apply(r.buf, offset, src, bytes);
   else
     std::memcpy(r.buf + offset, src, bytes);
 }
