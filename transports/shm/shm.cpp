@@ -28,6 +28,16 @@ void complete(Request* req, Status s) {
 
 ShmTransport::~ShmTransport() {
   std::lock_guard<std::mutex> lock(mu_);
+  if (log::enabled(log::Level::Info, log::kShm)) {
+    const auto& c = shm::singleCopyCounters();  // of the process: every communicator's
+    INFO(log::kShm,
+         "shm: rank %d: single copy so far: %llu sent, %llu read in place (%llu bytes), %llu "
+         "copied out unexpected",
+         rank_, static_cast<unsigned long long>(c.sent.load()),
+         static_cast<unsigned long long>(c.received.load()),
+         static_cast<unsigned long long>(c.bytes.load()),
+         static_cast<unsigned long long>(c.unexpected.load()));
+  }
   peers_.clear();  // unmaps
   own_.unmap();
 }
