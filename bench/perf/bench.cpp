@@ -459,6 +459,7 @@ int RankBench::run() {
   std::unique_ptr<Reporter> rep;
   if (rank_ == 0) {
     rep = std::make_unique<Reporter>(o_, n_, launch_.mode, modelled_);
+    rep->shmLatency(launch_.shmLatencyNs);
     if (!rep->open()) _exit(2);
   }
   if (collHasRoot(o_.coll) && o_.root >= n_) {

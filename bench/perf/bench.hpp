@@ -15,6 +15,7 @@ struct Launch {
   const char* mode;  ///< "threads", "fork" or "mpi"
   int ranksPerProcess = 1;
   MpiReference* mpi = nullptr;  ///< --compare-mpi: time this too (mpirun launch only)
+  double shmLatencyNs = -1;     ///< ranks 0-1 cache-line latency (mpirun launch; -1: none)
 };
 
 /// Runs the whole benchmark as `comm`'s rank. Rank 0 prints the table. Returns the exit code:

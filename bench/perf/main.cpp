@@ -24,6 +24,8 @@
 #define OMPI_SKIP_MPICXX 1  // the C API only: no link against the C++ bindings
 #define MPICH_SKIP_MPICXX 1
 #include <mpi.h>
+
+#include "shm_latency.hpp"
 #endif
 
 using namespace nlccl::perf;
@@ -42,7 +44,7 @@ bool launchedByMpi() {
 /// proc*k .. proc*k+k-1 of the communicator made from `id`. Without an id (one process), the
 /// ranks come from nlcclCommInitAll unless -p or -x ask each thread to make its own.
 int runProcessRanks(const Options& o, int nprocs, int proc, const nlcclUniqueId* id,
-                    const char* mode, MpiReference* mpi) {
+                    const char* mode, MpiReference* mpi, double shmLatencyNs = -1) {
   startWatchdog(o.timeoutSec);
   const int k = o.ranksPerProcess();
   std::vector<nlcclComm_t> comms(static_cast<size_t>(k), nullptr);
@@ -69,7 +71,7 @@ int runProcessRanks(const Options& o, int nprocs, int proc, const nlcclUniqueId*
   }
   std::vector<int> rc(comms.size(), 0);
   std::vector<std::thread> threads;
-  Launch l{mode, k, mpi};
+  Launch l{mode, k, mpi, shmLatencyNs};
   for (size_t i = 0; i < comms.size(); ++i) {
     threads.emplace_back([&, i] { rc[i] = runRank(o, comms[i], l); });
   }
@@ -226,7 +228,13 @@ int runMpi(int* argc, char*** argv, const Options& o) {
   MPI_Bcast(&id, sizeof id, MPI_BYTE, 0, MPI_COMM_WORLD);
   std::unique_ptr<MpiReference> mpi;
   if (o.compareMpi) mpi = makeMpiReference();
-  int status = runProcessRanks(o, size, rank, &id, "mpi", mpi.get());
+  const double latency = shmLatencyNs(MPI_COMM_WORLD);  // before any rank spins in nlccl
+  int status = runProcessRanks(o, size, rank, &id, "mpi", mpi.get(), latency);
+  // Again after the table: a VM moves its cores between states within seconds, so a launch
+  // whose two figures differ straddled a change.
+  const double after = shmLatencyNs(MPI_COMM_WORLD);
+  if (rank == 0 && latency >= 0 && after >= 0)
+    std::printf("# Shared-memory latency after the run, ranks 0 <-> 1: %.0f ns one way\n", after);
   // Every rank has the same status (wrong counts are summed over ranks), so mpirun's is right.
   MPI_Finalize();
   return status;

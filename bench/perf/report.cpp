@@ -150,6 +150,9 @@ void Reporter::header(const std::vector<RankInfo>& ranks) {
     std::printf("# Blocking Enabled: wait for completion after each collective (no barrier) \n");
   if (opts_.nullStream)
     std::printf("# NULL Stream: every call blocks until it is done, as MPI's do \n");
+  if (shmLatencyNs_ >= 0)
+    std::printf("# Shared-memory latency, ranks 0 <-> 1: %.0f ns one way (a cache line between "
+                "their cores)\n", shmLatencyNs_);
   if (opts_.perIter)
     std::printf("# Per-Iteration Report: host timing of each iteration; i_* uses max over "
                 "process rows \n");
@@ -173,6 +176,7 @@ void Reporter::header(const std::vector<RankInfo>& ranks) {
     cfg["blocking_collectives"] = boolStr(opts_.blocking != 0);
     cfg["per_iter_timing"] = boolStr(opts_.perIter != 0);
     cfg["parallel_init"] = boolStr(opts_.parallelInit != 0);
+    if (shmLatencyNs_ >= 0) cfg["shm_latency_ns"] = shmLatencyNs_;
     json_["config"] = cfg;
   }
   std::printf("# Using devices\n");

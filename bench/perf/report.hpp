@@ -50,6 +50,9 @@ class Reporter {
   /// `modelled`: the transport reports modelled time (neuronlink): print its columns too.
   Reporter(const Options& opts, int nranks, const char* mode, bool modelled);
   ~Reporter();
+  /// The header's and the JSON's shared-memory latency between ranks 0 and 1 (shm_latency.hpp;
+  /// below 0: not measured).
+  void shmLatency(double ns) { shmLatencyNs_ = ns; }
   /// Opens the files; false (with a message) if one cannot be written.
   bool open();
   /// The header up to the column titles.
@@ -71,6 +74,7 @@ class Reporter {
   int nranks_;
   std::string mode_;
   bool modelled_;
+  double shmLatencyNs_ = -1;
   double bwSum_ = 0;
   int bwCount_ = 0;
   double logRatioSum_ = 0;  ///< --compare-mpi: for the geometric mean of the ratios

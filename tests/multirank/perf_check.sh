@@ -60,10 +60,10 @@ cat "$out"
 compare=0
 for a in "$@"; do [[ $a == --compare-mpi ]] && compare=1; done
 
-python3 - "$out" "$json" "$nranks" "$coll" "$compare" <<'PY'
-import json, math, sys
+python3 - "$out" "$json" "$nranks" "$coll" "$compare" "$mode" <<'PY'
+import json, math, re, sys
 out, jpath, nranks, coll = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4]
-compare = sys.argv[5] == "1"
+compare, mode = sys.argv[5] == "1", sys.argv[6]
 nfields = 15 if compare else 13
 text = open(out).read().splitlines()
 rows = [l.split() for l in text if l.strip() and not l.startswith("#")]
@@ -95,6 +95,13 @@ if compare and not any("mpi time" in l and "ratio" in l for l in text if l.start
     fail.append("missing 'mpi time' and 'ratio' column titles")
 if compare and not any(l.startswith("# Avg ratio to MPI") for l in text):
     fail.append("missing '# Avg ratio to MPI' footer")
+# Under mpirun, ranks 0 and 1 share this host: the cache-line latency between them, before and
+# after the table (positive, and the same before in the JSON).
+lat = [float(m.group(2)) for l in text
+       for m in [re.match(r"# Shared-memory latency( after the run)?, ranks 0 <-> 1: ([0-9.]+) ns", l)]
+       if m]
+if mode == "mpi" and nranks >= 2 and not (len(lat) == 2 and all(x > 0 for x in lat)):
+    fail.append("want the shared-memory latency before and after the table, got %r" % lat)
 ranks = [l for l in text if l.startswith("#  Rank ")]
 if len(ranks) != nranks:
     fail.append("%d rank lines, want %d" % (len(ranks), nranks))
@@ -102,6 +109,9 @@ doc = json.load(open(jpath))  # nccl-tests' JSON (version 2), one record per row
 res = doc["results"]
 if doc.get("version") != 2 or "config" not in doc:
     fail.append("json is not nccl-tests' version 2 document")
+elif lat and doc["config"].get("shm_latency_ns") != lat[0]:
+    if not math.isclose(doc["config"].get("shm_latency_ns", -1), lat[0], abs_tol=0.5):
+        fail.append("json shm_latency_ns %r, header %r" % (doc["config"].get("shm_latency_ns"), lat[0]))
 if len(res) != len(rows):
     fail.append("json has %d records for %d rows" % (len(res), len(rows)))
 for rec in res:
