@@ -64,9 +64,13 @@ void bmReduceCopy(benchmark::State& state, DataType type, bool fused) {
 void bmDivide(benchmark::State& state, DataType type) {
   size_t bytes = static_cast<size_t>(state.range(0));
   size_t count = bytes / nlccl::dataTypeSize(type);
-  std::vector<uint8_t> data(bytes);
-  for (size_t i = 0; i < count; ++i) nlccl::kernels::storeFromDouble(type, data.data(), i, 1.0);
+  std::vector<uint8_t> data(bytes), fresh(bytes);
+  for (size_t i = 0; i < count; ++i) nlccl::kernels::storeFromDouble(type, fresh.data(), i, 1.0);
   for (auto _ : state) {
+    // The same values each time: dividing in place again and again would time subnormals.
+    state.PauseTiming();
+    data = fresh;
+    state.ResumeTiming();
     nlccl::kernels::divideByCount(type, data.data(), count, 3);
     benchmark::DoNotOptimize(data.data());
     benchmark::ClobberMemory();
@@ -94,6 +98,7 @@ BENCHMARK_CAPTURE(bmReduceCopy, copy_then_reduce_float, DataType::Float32, false
     ->Arg(64 << 20);
 BENCHMARK_CAPTURE(bmDivide, avg_float, DataType::Float32)->Arg(kLarge);
 BENCHMARK_CAPTURE(bmDivide, avg_half, DataType::Float16)->Arg(kLarge);
+BENCHMARK_CAPTURE(bmDivide, avg_bfloat16, DataType::Bfloat16)->Arg(kLarge);
 BENCHMARK_CAPTURE(bmDivide, avg_int32, DataType::Int32)->Arg(kLarge);
 
 }  // namespace

@@ -339,6 +339,65 @@ T saturatingFromDouble(double v) {
   return static_cast<T>(t);
 }
 
+/// The CPU runs the x86-64-v3 (AVX2, F16C) code below.
+bool hasV3() {
+#if NLCCL_X86_CLONES
+  static const bool v3 = __builtin_cpu_supports("x86-64-v3");
+  return v3;
+#else
+  return false;
+#endif
+}
+
+#if NLCCL_X86_CLONES
+// x / n for fp16 and bf16, 8 and 16 lanes at a time: the quotient in fp32, then rounded to the
+// format, is x / n rounded once (a second rounding is innocuous when the first format carries at
+// least 2p + 2 bits: 24 >= 2 * 11 + 2 and 2 * 8 + 2; Figueroa) as long as the fp32 quotient is
+// normal. fp16 values over n < 2^24 always are. A bf16 quotient may be subnormal, where fp32 keeps
+// only 16 bits below bf16's last, too few once n passes 2^16 (2^-117 / 131071 would round to 0,
+// not to the smallest subnormal): a vector holding a nonzero magnitude under 2^-100 goes to
+// divideSmall. NaN stays NaN (payload aside), as in divideSmall.
+__attribute__((target("avx2,f16c"))) void divideHalfF16c(void* data, size_t count, int n) {
+  uint16_t* p = static_cast<uint16_t*>(data);
+  const __m256 dn = _mm256_set1_ps(static_cast<float>(n));
+  size_t i = 0;
+  for (; i + 8 <= count; i += 8) {
+    __m128i* at = reinterpret_cast<__m128i*>(p + i);
+    const __m256 q = _mm256_div_ps(_mm256_cvtph_ps(_mm_loadu_si128(at)), dn);
+    _mm_storeu_si128(at, _mm256_cvtps_ph(q, _MM_FROUND_CUR_DIRECTION));
+  }
+  divideSmall<Half>(p + i, count - i, n);
+}
+
+// Per fp32 lane: nonzero and under 2^-100 in magnitude.
+__attribute__((target("avx2"))) inline __m256i subnormalRisk(__m256i x) {
+  const __m256i a = _mm256_and_si256(x, _mm256_set1_epi32(0x7fffffff));
+  return _mm256_andnot_si256(_mm256_cmpeq_epi32(a, _mm256_setzero_si256()),
+                             _mm256_cmpgt_epi32(_mm256_set1_epi32(27 << 23), a));
+}
+
+__attribute__((target("avx2"))) void divideBf16Avx2(void* data, size_t count, int n) {
+  uint16_t* p = static_cast<uint16_t*>(data);
+  const __m256 dn = _mm256_set1_ps(static_cast<float>(n));
+  const __m256i zero = _mm256_setzero_si256();
+  size_t i = 0;
+  for (; i + 16 <= count; i += 16) {
+    __m256i* at = reinterpret_cast<__m256i*>(p + i);
+    const __m256i v = _mm256_loadu_si256(at);
+    const __m256i lo = _mm256_unpacklo_epi16(zero, v), hi = _mm256_unpackhi_epi16(zero, v);
+    if (!_mm256_testz_si256(_mm256_or_si256(subnormalRisk(lo), subnormalRisk(hi)),
+                            _mm256_set1_epi32(-1))) {
+      divideSmall<Bf16>(p + i, 16, n);
+      continue;
+    }
+    const __m256i rl = bf16Round(_mm256_div_ps(_mm256_castsi256_ps(lo), dn));
+    const __m256i rh = bf16Round(_mm256_div_ps(_mm256_castsi256_ps(hi), dn));
+    _mm256_storeu_si256(at, _mm256_packus_epi32(rl, rh));
+  }
+  divideSmall<Bf16>(p + i, count - i, n);
+}
+#endif
+
 }  // namespace
 
 namespace {
@@ -351,11 +410,7 @@ Fn lookup(const Fn* const (&table)[kNumDataTypes], const Fn* fastHalf, const Fn*
   int t = static_cast<int>(type);
   int o = static_cast<int>(op == RedOp::Avg ? RedOp::Sum : op);
   if (t < 0 || t >= kNumDataTypes || o < 0 || o >= 4) return nullptr;
-#if NLCCL_X86_CLONES
-  static const bool v3 = __builtin_cpu_supports("x86-64-v3");
-#else
-  constexpr bool v3 = false;
-#endif
+  const bool v3 = hasV3();
   if (v3 && o <= 1 && type == DataType::Float16) return fastHalf[o];
   if (v3 && o <= 1 && type == DataType::Bfloat16) return fastBf16[o];
   return table[t][o];
@@ -388,8 +443,15 @@ void divideByCount(DataType type, void* data, size_t count, int n) {
     case DataType::Uint32: return divideInt<uint32_t>(data, count, n);
     case DataType::Int64: return divideInt<int64_t>(data, count, n);
     case DataType::Uint64: return divideInt<uint64_t>(data, count, n);
+#if NLCCL_X86_CLONES
+    case DataType::Float16:
+      return hasV3() ? divideHalfF16c(data, count, n) : divideSmall<Half>(data, count, n);
+    case DataType::Bfloat16:
+      return hasV3() ? divideBf16Avx2(data, count, n) : divideSmall<Bf16>(data, count, n);
+#else
     case DataType::Float16: return divideSmall<Half>(data, count, n);
     case DataType::Bfloat16: return divideSmall<Bf16>(data, count, n);
+#endif
     case DataType::Float8e4m3: return divideSmall<E4m3>(data, count, n);
     case DataType::Float8e5m2: return divideSmall<E5m2>(data, count, n);
     case DataType::Float32: {

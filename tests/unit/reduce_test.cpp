@@ -499,6 +499,18 @@ TEST_P(KernelTest, DivideByCount) {
   }
 }
 
+// Rounding x / n in fp32 first and then to bf16 is rounding once, except where the fp32 quotient
+// is subnormal and n is large: 2^-117 / 131071 lies just above half the smallest bf16 subnormal,
+// but in fp32 it rounds to exactly that half, which then rounds to 0. The result must be the
+// subnormal, on the vector path as on the scalar one.
+TEST(DivideByCount, Bf16QuotientsRoundOnceAtManyRanks) {
+  const uint16_t x = 10 << 7;  // 2^-117: biased exponent 127 - 117
+  std::vector<uint16_t> data(37, x);
+  divideByCount(DataType::Bfloat16, data.data(), data.size(), 131071);
+  for (size_t i = 0; i < data.size(); ++i) EXPECT_EQ(data[i], 0x0001) << "element " << i;
+}
+
+
 INSTANTIATE_TEST_SUITE_P(AllTypes, KernelTest, ::testing::ValuesIn(kAllTypes),
                          [](const testing::TestParamInfo<DataType>& info) {
                            return std::string(dataTypeName(info.param));
