@@ -242,13 +242,6 @@ void halfF16cInPlace(void* dst, const void* src, size_t count) {
   halfF16c<Op>(dst, dst, src, count);
 }
 
-// bf16 Sum and Prod, 16 lanes at a time with AVX2, the same bits as the Bf16 codec (which g++
-// vectorises only to 5 GB/s here; the tail runs the codec). Unpacking the halves against zero
-// puts each bf16 in the top of a 32-bit lane (its fp32 value); packing the rounded lanes back
-// restores the order, since both work within 128-bit lanes. Rounding is the codec's nearest
-// even, which carries from the mantissa into the exponent and never into the sign. A NaN keeps
-// its top payload bits: the codec's quieting of a payload that truncates to zero cannot arise
-// here, since x86 arithmetic returns quiet NaNs (fp32 bit 22, which survives the truncation).
 // Sum or Prod of eight fp32 lanes given as their bits.
 template <class Op>
 __attribute__((target("avx2"))) inline __m256 apply8(__m256i x, __m256i y) {
@@ -256,6 +249,10 @@ __attribute__((target("avx2"))) inline __m256 apply8(__m256i x, __m256i y) {
   return std::is_same_v<Op, SumOp> ? _mm256_add_ps(fx, fy) : _mm256_mul_ps(fx, fy);
 }
 
+// fp32 lanes to bf16 (in the low half of each lane) as the Bf16 codec rounds: nearest even,
+// which carries from the mantissa into the exponent and never into the sign; a NaN keeps its top
+// payload bits. (The codec's quieting of a payload that truncates to zero cannot arise for the
+// results of x86 arithmetic, which are quiet NaNs: fp32 bit 22 survives the truncation.)
 __attribute__((target("avx2"))) inline __m256i bf16Round(__m256 f) {
   const __m256i x = _mm256_castps_si256(f);
   const __m256i odd = _mm256_and_si256(_mm256_srli_epi32(x, 16), _mm256_set1_epi32(1));
@@ -266,6 +263,10 @@ __attribute__((target("avx2"))) inline __m256i bf16Round(__m256 f) {
   return _mm256_blendv_epi8(r, _mm256_srli_epi32(x, 16), isNan);
 }
 
+// bf16 Sum and Prod, 16 lanes at a time with AVX2, the same bits as the Bf16 codec (which g++
+// vectorises only to 5 GB/s here; the tail runs the codec). Unpacking the halves against zero
+// puts each bf16 in the top of a 32-bit lane (its fp32 value); packing the rounded lanes back
+// restores the order, since both work within 128-bit lanes.
 template <class Op>
 __attribute__((target("avx2"))) void bf16Avx2(void* dstv, const void* av, const void* bv,
                                               size_t count) {
@@ -397,10 +398,6 @@ __attribute__((target("avx2"))) void divideBf16Avx2(void* data, size_t count, in
   divideSmall<Bf16>(p + i, count - i, n);
 }
 #endif
-
-}  // namespace
-
-namespace {
 
 // The entry for (type, op) in `table`, or null for invalid enums; on x86-64-v3 CPUs Float16 and
 // Bfloat16 Sum and Prod take `fastHalf` and `fastBf16`'s (hand-vectorised) entries instead.
