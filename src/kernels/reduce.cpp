@@ -354,10 +354,11 @@ bool hasV3() {
 // x / n for fp16 and bf16, 8 and 16 lanes at a time: the quotient in fp32, then rounded to the
 // format, is x / n rounded once (a second rounding is innocuous when the first format carries at
 // least 2p + 2 bits: 24 >= 2 * 11 + 2 and 2 * 8 + 2; Figueroa) as long as the fp32 quotient is
-// normal. fp16 values over n < 2^24 always are. A bf16 quotient may be subnormal, where fp32 keeps
-// only 16 bits below bf16's last, too few once n passes 2^16 (2^-117 / 131071 would round to 0,
-// not to the smallest subnormal): a vector holding a nonzero magnitude under 2^-100 goes to
-// divideSmall. NaN stays NaN (payload aside), as in divideSmall.
+// normal, and n is exact in fp32 (n < 2^24; divideByCount checks). fp16 values over such n always
+// are. A bf16 quotient may be subnormal, where fp32 keeps only 16 bits below bf16's last, too few
+// once n passes 2^16 (2^-117 / 131071 would round to 0, not to the smallest subnormal): a vector
+// holding a nonzero magnitude under 2^-100 goes to divideSmall. NaN stays NaN (payload aside),
+// as in divideSmall.
 __attribute__((target("avx2,f16c"))) void divideHalfF16c(void* data, size_t count, int n) {
   uint16_t* p = static_cast<uint16_t*>(data);
   const __m256 dn = _mm256_set1_ps(static_cast<float>(n));
@@ -441,10 +442,12 @@ void divideByCount(DataType type, void* data, size_t count, int n) {
     case DataType::Int64: return divideInt<int64_t>(data, count, n);
     case DataType::Uint64: return divideInt<uint64_t>(data, count, n);
 #if NLCCL_X86_CLONES
-    case DataType::Float16:
-      return hasV3() ? divideHalfF16c(data, count, n) : divideSmall<Half>(data, count, n);
+    case DataType::Float16:  // (the vector paths need n exact in fp32)
+      return hasV3() && n < (1 << 24) ? divideHalfF16c(data, count, n)
+                                      : divideSmall<Half>(data, count, n);
     case DataType::Bfloat16:
-      return hasV3() ? divideBf16Avx2(data, count, n) : divideSmall<Bf16>(data, count, n);
+      return hasV3() && n < (1 << 24) ? divideBf16Avx2(data, count, n)
+                                      : divideSmall<Bf16>(data, count, n);
 #else
     case DataType::Float16: return divideSmall<Half>(data, count, n);
     case DataType::Bfloat16: return divideSmall<Bf16>(data, count, n);
@@ -452,9 +455,14 @@ void divideByCount(DataType type, void* data, size_t count, int n) {
     case DataType::Float8e4m3: return divideSmall<E4m3>(data, count, n);
     case DataType::Float8e5m2: return divideSmall<E5m2>(data, count, n);
     case DataType::Float32: {
+      float* __restrict p = static_cast<float*>(data);
+      if (n < (1 << 24)) {  // n exact in fp32: IEEE division rounds x/n once, 8 lanes at a time
+        const float fn = static_cast<float>(n);
+        for (size_t i = 0; i < count; ++i) p[i] = p[i] / fn;
+        return;
+      }
       // The double quotient is within 2^-53 relative of x/n, far closer than any float rounding
       // boundary it could cross for n < 2^28, so rounding it to float rounds x/n once.
-      float* __restrict p = static_cast<float*>(data);
       double dn = n;
       for (size_t i = 0; i < count; ++i) p[i] = static_cast<float>(p[i] / dn);
       return;
