@@ -2,9 +2,9 @@
 // over restrict pointers with branch-free bodies (selects, not branches), so that g++ -O3
 // auto-vectorises it; the conversions are therefore written with bit arithmetic and ternaries
 // rather than lookup tables or early returns. Each (type, op) has an in-place kernel (dst op= src)
-// and an out-of-place one (dst = a op b). The exceptions, on x86-64-v3 CPUs: fp16 and bf16 Sum and
-// Prod, which g++ vectorises poorly or not at all, are written with AVX2/F16C intrinsics, to the
-// codecs' bits.
+// and an out-of-place one (dst = a op b). The exceptions, on x86-64-v3 CPUs: fp16 (every op) and
+// bf16 Sum and Prod, which g++ vectorises poorly or not at all, are written with AVX2/F16C
+// intrinsics, to the codecs' bits.
 #include "kernels/reduce.hpp"
 
 #include <algorithm>
@@ -242,6 +242,34 @@ void halfF16cInPlace(void* dst, const void* src, size_t count) {
   halfF16c<Op>(dst, dst, src, count);
 }
 
+// fp16 Max and Min, 8 lanes at a time: MaxOp's and MinOp's choice (b where it compares greater,
+// or less, or is NaN; a otherwise) made on the values F16C converts exactly, then the stored bits
+// of the one chosen, so nothing is rounded. The tail runs the ops themselves. dst may be a.
+template <class Op>
+__attribute__((target("avx2,f16c"))) void halfPickF16c(void* dstv, const void* av, const void* bv,
+                                                      size_t count) {
+  uint16_t* dst = static_cast<uint16_t*>(dstv);
+  const uint16_t* a = static_cast<const uint16_t*>(av);
+  const uint16_t* b = static_cast<const uint16_t*>(bv);
+  size_t i = 0;
+  for (; i + 8 <= count; i += 8) {
+    const __m128i ha = _mm_loadu_si128(reinterpret_cast<const __m128i*>(a + i));
+    const __m128i hb = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b + i));
+    const __m256 x = _mm256_cvtph_ps(ha), y = _mm256_cvtph_ps(hb);
+    const __m256 better = std::is_same_v<Op, MaxOp> ? _mm256_cmp_ps(y, x, _CMP_GT_OQ)
+                                                    : _mm256_cmp_ps(y, x, _CMP_LT_OQ);
+    const __m256i take = _mm256_castps_si256(_mm256_or_ps(better, _mm256_cmp_ps(y, y, _CMP_UNORD_Q)));
+    const __m128i take16 =
+        _mm_packs_epi32(_mm256_castsi256_si128(take), _mm256_extracti128_si256(take, 1));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + i), _mm_blendv_epi8(ha, hb, take16));
+  }
+  for (; i < count; ++i) dst[i] = Op::template apply<Half>(a[i], b[i]);
+}
+template <class Op>
+void halfPickF16cInPlace(void* dst, const void* src, size_t count) {
+  halfPickF16c<Op>(dst, dst, src, count);
+}
+
 // Sum or Prod of eight fp32 lanes given as their bits.
 template <class Op>
 __attribute__((target("avx2"))) inline __m256 apply8(__m256i x, __m256i y) {
@@ -291,11 +319,15 @@ void bf16Avx2InPlace(void* dst, const void* src, size_t count) {
   bf16Avx2<Op>(dst, dst, src, count);
 }
 
-// Indexed by op like kRow; only Sum and Prod are looked up (Max/Min keep the codecs).
-constexpr ReduceFn kHalfRow[2] = {&halfF16cInPlace<SumOp>, &halfF16cInPlace<ProdOp>};
-constexpr Reduce3Fn kHalfRow3[2] = {&halfF16c<SumOp>, &halfF16c<ProdOp>};
-constexpr ReduceFn kBf16Row[2] = {&bf16Avx2InPlace<SumOp>, &bf16Avx2InPlace<ProdOp>};
-constexpr Reduce3Fn kBf16Row3[2] = {&bf16Avx2<SumOp>, &bf16Avx2<ProdOp>};
+// Indexed by op like kRow. bf16 Max/Min keep the codec (g++ vectorises its shift well).
+constexpr ReduceFn kHalfRow[4] = {&halfF16cInPlace<SumOp>, &halfF16cInPlace<ProdOp>,
+                                  &halfPickF16cInPlace<MaxOp>, &halfPickF16cInPlace<MinOp>};
+constexpr Reduce3Fn kHalfRow3[4] = {&halfF16c<SumOp>, &halfF16c<ProdOp>, &halfPickF16c<MaxOp>,
+                                    &halfPickF16c<MinOp>};
+constexpr ReduceFn kBf16Row[4] = {&bf16Avx2InPlace<SumOp>, &bf16Avx2InPlace<ProdOp>,
+                                  &kernel<Bf16, MaxOp>, &kernel<Bf16, MinOp>};
+constexpr Reduce3Fn kBf16Row3[4] = {&bf16Avx2<SumOp>, &bf16Avx2<ProdOp>, &kernel3<Bf16, MaxOp>,
+                                    &kernel3<Bf16, MinOp>};
 #endif
 
 // Rounds a double to fp32 with round-to-odd: the result is the nearest float toward zero with its
@@ -401,7 +433,7 @@ __attribute__((target("avx2"))) void divideBf16Avx2(void* data, size_t count, in
 #endif
 
 // The entry for (type, op) in `table`, or null for invalid enums; on x86-64-v3 CPUs Float16 and
-// Bfloat16 Sum and Prod take `fastHalf` and `fastBf16`'s (hand-vectorised) entries instead.
+// Bfloat16 take `fastHalf`'s and `fastBf16`'s rows (hand-vectorised) instead.
 template <class Fn>
 Fn lookup(const Fn* const (&table)[kNumDataTypes], const Fn* fastHalf, const Fn* fastBf16,
           DataType type, RedOp op) {
@@ -409,8 +441,8 @@ Fn lookup(const Fn* const (&table)[kNumDataTypes], const Fn* fastHalf, const Fn*
   int o = static_cast<int>(op == RedOp::Avg ? RedOp::Sum : op);
   if (t < 0 || t >= kNumDataTypes || o < 0 || o >= 4) return nullptr;
   const bool v3 = hasV3();
-  if (v3 && o <= 1 && type == DataType::Float16) return fastHalf[o];
-  if (v3 && o <= 1 && type == DataType::Bfloat16) return fastBf16[o];
+  if (v3 && type == DataType::Float16) return fastHalf[o];
+  if (v3 && type == DataType::Bfloat16) return fastBf16[o];
   return table[t][o];
 }
 
