@@ -218,9 +218,28 @@ constexpr const Reduce3Fn* kKernels3[kNumDataTypes] = {
     kRow3<Native<double>>,  kRow3<Bf16>,            kRow3<E4m3>,            kRow3<E5m2>,
 };
 #if NLCCL_X86_CLONES
-// fp16 Sum and Prod, 8 lanes at a time through F16C: g++ 12 converts _Float16 one element at a
-// time (2 GB/s here). The same conversions as HalfHw (vcvtph2ps, and vcvtps2ph with the current
-// rounding mode), so the bits are HalfHw's; the tail runs HalfHw itself. dst may be a.
+// Eight fp16 lanes of a op b. Sum and Prod convert through F16C and back (vcvtph2ps, and vcvtps2ph
+// with the current rounding mode: HalfHw's conversions, so HalfHw's bits). Max and Min make
+// MaxOp's and MinOp's choice (b where it compares greater, or less, or is NaN; a otherwise) on
+// the values F16C converts exactly, then keep the stored bits of the one chosen: nothing rounds.
+template <class Op>
+__attribute__((target("avx2,f16c"))) inline __m128i half8(__m128i ha, __m128i hb) {
+  const __m256 x = _mm256_cvtph_ps(ha), y = _mm256_cvtph_ps(hb);
+  if constexpr (std::is_same_v<Op, SumOp> || std::is_same_v<Op, ProdOp>) {
+    const __m256 r = std::is_same_v<Op, SumOp> ? _mm256_add_ps(x, y) : _mm256_mul_ps(x, y);
+    return _mm256_cvtps_ph(r, _MM_FROUND_CUR_DIRECTION);
+  } else {
+    const __m256 better = std::is_same_v<Op, MaxOp> ? _mm256_cmp_ps(y, x, _CMP_GT_OQ)
+                                                    : _mm256_cmp_ps(y, x, _CMP_LT_OQ);
+    const __m256i take = _mm256_castps_si256(_mm256_or_ps(better, _mm256_cmp_ps(y, y, _CMP_UNORD_Q)));
+    const __m128i take16 =
+        _mm_packs_epi32(_mm256_castsi256_si128(take), _mm256_extracti128_si256(take, 1));
+    return _mm_blendv_epi8(ha, hb, take16);
+  }
+}
+
+// fp16, 8 lanes at a time (g++ 12 converts _Float16 one element at a time: 2 GB/s here); the
+// tail runs HalfHw itself. dst may be a.
 template <class Op>
 __attribute__((target("avx2,f16c"))) void halfF16c(void* dstv, const void* av, const void* bv,
                                                   size_t count) {
@@ -229,45 +248,17 @@ __attribute__((target("avx2,f16c"))) void halfF16c(void* dstv, const void* av, c
   const uint16_t* b = static_cast<const uint16_t*>(bv);
   size_t i = 0;
   for (; i + 8 <= count; i += 8) {
-    const __m256 x = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(a + i)));
-    const __m256 y = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b + i)));
-    const __m256 r = std::is_same_v<Op, SumOp> ? _mm256_add_ps(x, y) : _mm256_mul_ps(x, y);
-    _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + i),
-                     _mm256_cvtps_ph(r, _MM_FROUND_CUR_DIRECTION));
+    const __m128i ha = _mm_loadu_si128(reinterpret_cast<const __m128i*>(a + i));
+    const __m128i hb = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b + i));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + i), half8<Op>(ha, hb));
   }
   for (; i < count; ++i) dst[i] = Op::template apply<HalfHw>(a[i], b[i]);
 }
-template <class Op>
-void halfF16cInPlace(void* dst, const void* src, size_t count) {
-  halfF16c<Op>(dst, dst, src, count);
-}
 
-// fp16 Max and Min, 8 lanes at a time: MaxOp's and MinOp's choice (b where it compares greater,
-// or less, or is NaN; a otherwise) made on the values F16C converts exactly, then the stored bits
-// of the one chosen, so nothing is rounded. The tail runs the ops themselves. dst may be a.
-template <class Op>
-__attribute__((target("avx2,f16c"))) void halfPickF16c(void* dstv, const void* av, const void* bv,
-                                                      size_t count) {
-  uint16_t* dst = static_cast<uint16_t*>(dstv);
-  const uint16_t* a = static_cast<const uint16_t*>(av);
-  const uint16_t* b = static_cast<const uint16_t*>(bv);
-  size_t i = 0;
-  for (; i + 8 <= count; i += 8) {
-    const __m128i ha = _mm_loadu_si128(reinterpret_cast<const __m128i*>(a + i));
-    const __m128i hb = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b + i));
-    const __m256 x = _mm256_cvtph_ps(ha), y = _mm256_cvtph_ps(hb);
-    const __m256 better = std::is_same_v<Op, MaxOp> ? _mm256_cmp_ps(y, x, _CMP_GT_OQ)
-                                                    : _mm256_cmp_ps(y, x, _CMP_LT_OQ);
-    const __m256i take = _mm256_castps_si256(_mm256_or_ps(better, _mm256_cmp_ps(y, y, _CMP_UNORD_Q)));
-    const __m128i take16 =
-        _mm_packs_epi32(_mm256_castsi256_si128(take), _mm256_extracti128_si256(take, 1));
-    _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + i), _mm_blendv_epi8(ha, hb, take16));
-  }
-  for (; i < count; ++i) dst[i] = Op::template apply<Half>(a[i], b[i]);
-}
-template <class Op>
-void halfPickF16cInPlace(void* dst, const void* src, size_t count) {
-  halfPickF16c<Op>(dst, dst, src, count);
+// An out-of-place kernel that allows dst == a, as the in-place kernel.
+template <Reduce3Fn Fn>
+void inPlace(void* dst, const void* src, size_t count) {
+  Fn(dst, dst, src, count);
 }
 
 // Sum or Prod of eight fp32 lanes given as their bits.
@@ -314,17 +305,12 @@ __attribute__((target("avx2"))) void bf16Avx2(void* dstv, const void* av, const 
   }
   for (; i < count; ++i) dst[i] = Op::template apply<Bf16>(a[i], b[i]);
 }
-template <class Op>
-void bf16Avx2InPlace(void* dst, const void* src, size_t count) {
-  bf16Avx2<Op>(dst, dst, src, count);
-}
-
 // Indexed by op like kRow. bf16 Max/Min keep the codec (g++ vectorises its shift well).
-constexpr ReduceFn kHalfRow[4] = {&halfF16cInPlace<SumOp>, &halfF16cInPlace<ProdOp>,
-                                  &halfPickF16cInPlace<MaxOp>, &halfPickF16cInPlace<MinOp>};
-constexpr Reduce3Fn kHalfRow3[4] = {&halfF16c<SumOp>, &halfF16c<ProdOp>, &halfPickF16c<MaxOp>,
-                                    &halfPickF16c<MinOp>};
-constexpr ReduceFn kBf16Row[4] = {&bf16Avx2InPlace<SumOp>, &bf16Avx2InPlace<ProdOp>,
+constexpr ReduceFn kHalfRow[4] = {&inPlace<&halfF16c<SumOp>>, &inPlace<&halfF16c<ProdOp>>,
+                                  &inPlace<&halfF16c<MaxOp>>, &inPlace<&halfF16c<MinOp>>};
+constexpr Reduce3Fn kHalfRow3[4] = {&halfF16c<SumOp>, &halfF16c<ProdOp>, &halfF16c<MaxOp>,
+                                    &halfF16c<MinOp>};
+constexpr ReduceFn kBf16Row[4] = {&inPlace<&bf16Avx2<SumOp>>, &inPlace<&bf16Avx2<ProdOp>>,
                                   &kernel<Bf16, MaxOp>, &kernel<Bf16, MinOp>};
 constexpr Reduce3Fn kBf16Row3[4] = {&bf16Avx2<SumOp>, &bf16Avx2<ProdOp>, &kernel3<Bf16, MaxOp>,
                                     &kernel3<Bf16, MinOp>};
