@@ -197,6 +197,39 @@ TEST_P(OfiTransportTest, ReduceOnArrival3Ranks) { runExchange({3, true}); }
 TEST_P(OfiTransportTest, ExchangeWithRegistration3Ranks) { runExchange({3, false, true}); }
 TEST_P(OfiTransportTest, ReduceWithRegistration2Ranks) { runExchange({2, true, true}); }
 
+// Without NLCCL_OFI_MAX_MSG_BYTES tcp splits large messages into 512 KiB fragments (one sendmsg
+// each; ofi_setup.cpp says why) and other providers into 8 MiB ones, unless the provider's
+// max_msg_size is smaller; a message of a few fragments, reduced on arrival, arrives whole.
+TEST_P(OfiTransportTest, DefaultFragmentsSplitLargeMessages) {
+  const bool tcp = std::string(GetParam()) != "shm";
+  EXPECT_EQ(OfiTransport::defaultFragBytes("tcp;ofi_rxm", false), size_t{512} << 10);
+  EXPECT_EQ(OfiTransport::defaultFragBytes("tcp;ofi_rxm", true), size_t{8} << 20);
+  EXPECT_EQ(OfiTransport::defaultFragBytes("efa", false), size_t{8} << 20);
+  auto codes = runOfi(2, [tcp](int rank, Shared* sh) {
+    auto t = makeOfi(sh, rank, 2);
+    CHILD_CHECK(t);
+    if (tcp) CHILD_CHECK(t->fragBytes() == (size_t{512} << 10));
+    CHILD_CHECK(t->fragBytes() <= (size_t{8} << 20));
+    const size_t n = (3 * t->fragBytes() + 4) / 4;  // int32 elements: 3 fragments and a bit
+    std::vector<int32_t> mine(n), acc(n);
+    for (size_t i = 0; i < n; ++i) {
+      mine[i] = static_cast<int32_t>(i * 7 + static_cast<size_t>(rank));
+      acc[i] = static_cast<int32_t>(i);
+    }
+    const Reducer red = Reducer::of(DataType::Int32, RedOp::Sum);
+    Request s, r;
+    CHILD_CHECK(t->postRecv(1 - rank, 9, acc.data(), n * 4, &red, &r) == Status::Success);
+    CHILD_CHECK(t->postSend(1 - rank, 9, mine.data(), n * 4, &s) == Status::Success);
+    CHILD_CHECK(drive(*t, {&s, &r}, milliseconds(20000)) == Status::Success);
+    for (size_t i = 0; i < n; ++i)
+      CHILD_CHECK(acc[i] == static_cast<int32_t>(i + i * 7 + static_cast<size_t>(1 - rank)));
+    sh->flag[0].fetch_add(1);
+    while (sh->flag[0].load() < 2) spin(*t, milliseconds(2));
+    return 0;
+  });
+  EXPECT_EQ(codes, (std::vector<int>{0, 0}));
+}
+
 // Messages of one (peer, tag) match in posting order, eager and rendezvous mixed, whichever
 // arrives first; a zero-byte message is a message too.
 TEST_P(OfiTransportTest, SameTagMatchesInPostingOrder) {

@@ -133,6 +133,9 @@ class OfiTransport final : public Transport {
   /// NLCCL_OFI_WAIT=auto's choice for a job of `nranks`: true polls (at most 16 ranks, and no
   /// more than this machine has CPUs), false blocks on the descriptor.
   static bool pollByDefault(int nranks);
+  /// Largest rendezvous fragment for `provider` before its max_msg_size: 512 KiB over tcp (see
+  /// ofi_setup.cpp) unless the user set NLCCL_OFI_MAX_MSG_BYTES (`explicitLimit`), else 8 MiB.
+  static size_t defaultFragBytes(const std::string& provider, bool explicitLimit);
   /// Registrations held (0 unless the provider, or NLCCL_OFI_FORCE_MR_LOCAL, asks for them).
   size_t registrations() const;
   /// Peers that have been set up (sent to or received from at least once).
