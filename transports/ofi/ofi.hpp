@@ -14,7 +14,8 @@
 //   sender then sends each fragment with that tag. Fragments go straight into the destination, or
 //   into registered bounce chunks that are reduced into it when the receive has a Reducer. Grants
 //   are bounded (bytes per message, bounce chunks, the provider's rx queue), fragments are at most
-//   the provider's max_msg_size (or NLCCL_OFI_MAX_MSG_BYTES), so data never arrives unexpected.
+//   the provider's max_msg_size (or NLCCL_OFI_MAX_MSG_BYTES; unset, 512 KiB over tcp and 8 MiB
+//   elsewhere: defaultFragBytes), so data never arrives unexpected.
 // - Grant ahead of the Rts: a rendezvous-sized receive posted before its Rts arrived (and the
 //   first one posted for its (peer, tag)) posts its first fragments at once and sends a Grant:
 //   a Cts naming (tag, the receiver's next expected seq) instead of the sender's msgId, since
