@@ -12,6 +12,7 @@
 #include <functional>
 
 #include "kernels/reduce.hpp"
+#include "kernels/stream_store.hpp"
 #include "transports/time_model.hpp"
 #include "util/status.hpp"
 
@@ -29,6 +30,7 @@ struct Reducer {
   size_t elemSize = 1;
   const void* src = nullptr;  ///< optional local operand
   kernels::Reduce3Fn fn3 = nullptr;  ///< buf = src op incoming in one sweep (needed with src)
+  bool streamed = false;  ///< write buf = src op incoming with streaming stores
 
   /// fn, fn3 and elemSize of (type, op), no src.
   static Reducer of(DataType type, RedOp op) {
@@ -37,7 +39,10 @@ struct Reducer {
   }
   /// The `bytes` at `offset` of a receive into `buf` that just arrived as `incoming`.
   void apply(char* buf, size_t offset, const void* incoming, size_t bytes) const {
-    if (src)
+    if (src && streamed && buf + offset != static_cast<const char*>(src) + offset)
+      kernels::streamReduce3(fn3, elemSize, buf + offset, static_cast<const char*>(src) + offset,
+                             incoming, bytes / elemSize);
+    else if (src)
       kernels::reduceCopy(fn, fn3, buf + offset, static_cast<const char*>(src) + offset, incoming,
                           bytes / elemSize);
     else
@@ -59,11 +64,13 @@ struct Request {
   Status status = Status::Success;
   Timing* timing = nullptr;
   bool readOnlySource = false;
+  bool streamed = false;  ///< a receive: copy into the buffer with streaming stores
   void reset() {
     done.store(false, std::memory_order_relaxed);
     status = Status::Success;
     timing = nullptr;
     readOnlySource = false;
+    streamed = false;
   }
 };
 

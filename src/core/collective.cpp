@@ -345,6 +345,15 @@ Status prepare(Communicator* comm, const PreparedKey& key, const char* algo, int
   return Status::Success;
 }
 
+/// This rank's share of the host's streaming-store threshold: the ranks of a host share its
+/// last-level cache (hostGroups()[0] ranks per host; all of them when the groups are not even).
+size_t streamShare(const Communicator& comm) {
+  const size_t host = comm.config().streamStoreBytes;
+  const auto& g = comm.hostGroups();
+  const int local = g.empty() ? comm.nranks() : g[0];
+  return host == 0 ? 0 : std::max<size_t>(1, host / static_cast<size_t>(std::max(1, local)));
+}
+
 /// Runs `job` of `p` on `runner` and records the outcome on the communicator.
 Status runJob(Communicator* comm, Prepared* p, engine::Runner* runner, engine::CollJob& job,
               const void* send, void* recv, char* scratch, uint64_t seq) {
@@ -356,6 +365,7 @@ Status runJob(Communicator* comm, Prepared* p, engine::Runner* runner, engine::C
     job.transport = comm->transport();
     job.sliceBytes = p->sliceBytes >= 0 ? static_cast<size_t>(p->sliceBytes)
                                         : comm->config().sliceBytes;
+    job.streamStoreBytes = streamShare(*comm);
   }
   job.input = send;
   job.output = recv;
@@ -557,6 +567,7 @@ Status generalCollective(Communicator* comm, const CollArgs& a, bool inPlace, St
   job.transport = comm->transport();
   job.seq = comm->nextCollSeq();
   job.sliceBytes = slice >= 0 ? static_cast<size_t>(slice) : comm->config().sliceBytes;
+  job.streamStoreBytes = streamShare(*comm);
   PredictCall predict;
   predict.collective = a.collective;
   predict.bytes = a.count * es * (perRankCount(a.collective) ? static_cast<size_t>(comm->nranks()) : 1);

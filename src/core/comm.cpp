@@ -1,5 +1,7 @@
 #include "core/comm.hpp"
 
+#include "kernels/stream_store.hpp"
+
 #include <sched.h>
 
 #include <algorithm>
@@ -22,6 +24,9 @@ CommConfig defaultConfig() {
   c.topology = paramTopology().value;
   c.algorithm = paramAlgo().value;
   c.sliceBytes = static_cast<size_t>(paramSliceBytes().value);
+  const auto stream = paramStreamStoreBytes();
+  c.streamStoreBytes = stream.set && stream.ok ? static_cast<size_t>(stream.value)
+                                               : kernels::lastLevelCacheBytes();
   c.check = paramCheck().value != 0;
   return c;
 }

@@ -32,6 +32,7 @@ struct CommConfig {
   std::string algorithm;  ///< e.g. "allreduce:tree,alltoall:hier"; empty: defaults / NLCCL_ALGO
   std::string name;
   size_t sliceBytes = 1 << 20;
+  size_t streamStoreBytes = 0;  ///< NLCCL_STREAM_STORE_BYTES (0: never)
   bool check = false;  ///< NLCCL_CHECK: compare every collective's arguments across ranks
 };
 

@@ -36,6 +36,8 @@ class CollRunner {
 
   void reset(CollJob& job) {
     job_ = &job;
+    streamed_ = streams(job);
+    reducer_.streamed = streamed_;
     if (sameAsLast(job) && model_ == nullptr && job.transport->timeModel() == nullptr) {
       // Run again as last time (a prepared collective): only the progress counters restart.
       std::fill(started_.begin(), started_.end(), 0);
@@ -57,6 +59,7 @@ class CollRunner {
     es_ = dataTypeSize(job.dtype);
     loops_ = cp_->loops(job.sliceBytes, es_, kMaxLoops);
     reducer_ = transport::Reducer::of(job.dtype, job.op);
+    reducer_.streamed = streamed_;
     model_ = job.transport->timeModel();
     started_.assign(static_cast<size_t>(last_ - first_), 0);
     completed_.assign(static_cast<size_t>(last_ - first_), 0);
@@ -242,6 +245,7 @@ class CollRunner {
           break;
         case XferKind::Recv:
         case XferKind::RecvCopySend:
+          req->streamed = streamed_;
           NLCHECK(tp->postRecv(t.peer, tag(s, loop), ptr, bytes, nullptr, req));
           break;
         case XferKind::RecvReduce:
@@ -310,7 +314,9 @@ class CollRunner {
       auto [src, n] = slice(op.src, loop);
       auto [dst, m] = slice(op.dst, loop);
       if (n == 0 || src == dst) continue;
-      if (op.kind == plan::LocalKind::Copy) std::memmove(dst, src, n);
+      const bool apart = dst + n <= src || src + n <= dst;
+      if (op.kind == plan::LocalKind::Copy && streamed_ && apart) kernels::streamCopy(dst, src, n);
+      else if (op.kind == plan::LocalKind::Copy) std::memmove(dst, src, n);
       else reducer_.fn(dst, src, n / es_);
     }
   }
@@ -406,6 +412,17 @@ class CollRunner {
   transport::TimeModel* model_ = nullptr;
   std::optional<StepClock> clock_;
   transport::Reducer reducer_;
+  bool streamed_ = false;  ///< copies and out-of-place reductions use streaming stores
+
+  /// Whether this rank's input and output add up to job.streamStoreBytes (in place: once).
+  static bool streams(const CollJob& job) {
+    if (job.streamStoreBytes == 0 || !job.plan) return false;
+    const plan::CompiledPlan& p = *job.plan;
+    const size_t in = plan::inputCount(p.collective(), p.nranks(), p.count(), p.root(), job.rank);
+    const size_t out = plan::outputCount(p.collective(), p.nranks(), p.count(), p.root(), job.rank);
+    const size_t bytes = ((job.input != job.output ? in : 0) + out) * dataTypeSize(job.dtype);
+    return bytes >= job.streamStoreBytes;
+  }
   std::vector<int> started_, completed_;  ///< loops of each step posted / completed
   std::unique_ptr<Xfer[]> xfers_;
   size_t xferCap_ = 0;

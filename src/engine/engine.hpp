@@ -28,6 +28,10 @@ struct CollJob {
   transport::Transport* transport = nullptr;
   uint64_t seq = 0;          ///< the communicator's collective sequence number (match tags)
   size_t sliceBytes = 0;     ///< pipeline slice size; 0 runs each step as one message
+  /// This rank's share of the host's streaming-store threshold (kernels/stream_store.hpp): when
+  /// its input and output add up to at least this, copies and out-of-place reductions write
+  /// around the cache. 0: never.
+  size_t streamStoreBytes = 0;
 
   // Outputs (virtual times are set only when the transport has a time model; see
   // transports/time_model.hpp).

@@ -76,6 +76,35 @@ TEST_P(CollectivesTest, AllTypesAndOps) {
   for (auto c : comms) EXPECT_EQ(nlcclCommDestroy(c), nlcclSuccess);
 }
 
+// NLCCL_STREAM_STORE_BYTES=1: every collective writes its copies and out-of-place reductions
+// with streaming stores (kernels/stream_store.hpp). Counts large enough for the streaming loops,
+// odd so that each ends in a tail, at 2 and 3 ranks, in and out of place.
+TEST(StreamingStores, EveryCollectiveStaysExact) {
+  setenv("NLCCL_STREAM_STORE_BYTES", "1", 1);
+  resetParams();
+  for (int p : {2, 3}) {
+    std::vector<nlcclComm_t> comms(p);
+    ASSERT_EQ(nlcclCommInitAll(comms.data(), p, nullptr), nlcclSuccess);
+    for (Collective coll : {Collective::AllReduce, Collective::ReduceScatter, Collective::AllGather,
+                            Collective::Broadcast, Collective::Reduce, Collective::AllToAll}) {
+      for (DataType t : {DataType::Float32, DataType::Bfloat16, DataType::Int64}) {
+        for (bool inPlace : {false, true}) {
+          CollCase c{coll, t, RedOp::Sum, 6007, 1, inPlace};
+          runRanks(p, [&](int r) {
+            CollBuffers b(c, r, p);
+            ASSERT_EQ(b.issue(comms[r]), nlcclSuccess) << nlcclGetLastError(comms[r]);
+            const std::string err = b.check();
+            EXPECT_TRUE(err.empty()) << collectiveName(coll) << ": " << err;
+          });
+        }
+      }
+    }
+    for (auto c : comms) EXPECT_EQ(nlcclCommDestroy(c), nlcclSuccess);
+  }
+  unsetenv("NLCCL_STREAM_STORE_BYTES");
+  resetParams();
+}
+
 std::vector<Param> allParams() {
   std::vector<Param> out;
   for (Collective c : {Collective::AllReduce, Collective::AllGather, Collective::ReduceScatter,

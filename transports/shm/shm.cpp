@@ -48,6 +48,8 @@ void ShmTransport::deliver(const RecvOp& r, size_t offset, const char* src, size
     r.reducer.apply(r.buf, offset, src, bytes);
   else if (bytes <= 64)
     copySmall(r.buf + offset, src, bytes);  // LL messages of a line or two: no call
+  else if (r.req->streamed)
+    kernels::streamCopy(r.buf + offset, src, bytes);
   else
     std::memcpy(r.buf + offset, src, bytes);
 }
