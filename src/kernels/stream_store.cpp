@@ -59,7 +59,7 @@ void streamCopy(void* dst, const void* src, size_t bytes) {
 void streamReduce3(Reduce3Fn fn3, size_t elemSize, void* dst, const void* a, const void* b,
                    size_t count) {
 #if defined(__x86_64__)
-  if (count * elemSize >= kStreamMinBytes && elemSize <= kBlockBytes) {
+  if (count * elemSize >= kStreamMinBytes) {  // elements are at most 8 bytes: a block holds many
     alignas(64) char block[kBlockBytes];
     const size_t per = kBlockBytes / elemSize;
     char* d = static_cast<char*>(dst);
