@@ -6,6 +6,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cinttypes>
 #include <cstdio>
@@ -177,8 +178,11 @@ RemoteMapping& RemoteMapping::operator=(RemoteMapping&& o) noexcept {
     unmap();
     base_ = o.base_;
     size_ = o.size_;
+    popLo_ = o.popLo_;
+    popHi_ = o.popHi_;
     o.base_ = nullptr;
     o.size_ = 0;
+    o.popLo_ = o.popHi_ = 0;
   }
   return *this;
 }
@@ -187,6 +191,32 @@ void RemoteMapping::unmap() {
   if (base_) munmap(base_, size_);
   base_ = nullptr;
   size_ = 0;
+  popLo_ = popHi_ = 0;
+}
+
+void RemoteMapping::populate(uint64_t offset, uint64_t bytes) {
+  if (!base_ || bytes == 0 || offset >= size_) return;
+  const uint64_t page = pageSize();
+  const uint64_t lo = offset / page * page;
+  const uint64_t end = offset + std::min(bytes, size_ - offset);
+  const uint64_t hi = std::min<uint64_t>(size_, (end + page - 1) / page * page);
+  if (popHi_ > popLo_ && lo >= popLo_ && hi <= popHi_) return;  // the usual case: done before
+  // One interval, grown to cover both: the pages between two ranges read are filled too, once.
+  const uint64_t nlo = popHi_ > popLo_ ? std::min(lo, popLo_) : lo;
+  const uint64_t nhi = popHi_ > popLo_ ? std::max(hi, popHi_) : hi;
+#ifdef MADV_POPULATE_READ
+  auto fill = [&](uint64_t a, uint64_t b) {
+    if (b > a) madvise(base_ + a, b - a, MADV_POPULATE_READ);  // best effort: faults otherwise
+  };
+  if (popHi_ > popLo_) {
+    fill(nlo, popLo_);
+    fill(popHi_, nhi);
+  } else {
+    fill(nlo, nhi);
+  }
+#endif
+  popLo_ = nlo;
+  popHi_ = nhi;
 }
 
 Status RemoteMapping::open(pid_t pid, int fd, uint64_t id, uint64_t size, RemoteMapping* out,
@@ -229,10 +259,11 @@ Status RemoteMapping::open(pid_t pid, int fd, uint64_t id, uint64_t size, Remote
     close(mine);
     return Status::SystemError;
   }
-  // Read-only mappings (single-copy sources) are populated at once: one call instead of a page
-  // fault per 4 KiB on the first transfers. Writable ones are shared state, touched sparsely.
-  void* p = mmap(nullptr, size, writable ? PROT_READ | PROT_WRITE : PROT_READ,
-                 writable ? MAP_SHARED : MAP_SHARED | MAP_POPULATE, mine, 0);
+  // Not populated here: a single-copy source is often a small part of a large allocation
+  // (populating a 256 MiB one took 6 ms here, paid by the first calls that read from it);
+  // populate() fills in the part a transfer reads.
+  void* p = mmap(nullptr, size, writable ? PROT_READ | PROT_WRITE : PROT_READ, MAP_SHARED, mine,
+                 0);
   int err = errno;
   close(mine);
   if (p == MAP_FAILED) {

@@ -29,17 +29,17 @@ struct Owner {
   AllocationRef ref;
   int done[2] = {-1, -1};  // the child writes one byte once it has freed the allocation
 
-  explicit Owner(bool freeIt) {
+  explicit Owner(bool freeIt, size_t bytes = kBytes) {
     int p[2];
     if (pipe(p) != 0 || pipe(done) != 0) return;
     pid = fork();
     if (pid == 0) {
       void* mem = nullptr;
       AllocationRef r;
-      if (nlccl::shmem::memAlloc(kBytes, &mem) != Status::Success ||
-          !nlccl::shmem::findAllocation(mem, kBytes, &r))
+      if (nlccl::shmem::memAlloc(bytes, &mem) != Status::Success ||
+          !nlccl::shmem::findAllocation(mem, bytes, &r))
         _exit(1);
-      std::memset(mem, 0x5a, 4096);
+      std::memset(mem, 0x5a, bytes > kBytes ? bytes : 4096);
       if (write(p[1], &r, sizeof r) != static_cast<ssize_t>(sizeof r)) _exit(1);
       if (freeIt) {
         nlccl::shmem::memFree(mem);
@@ -78,6 +78,41 @@ TEST(RemoteMapping, MapsALiveOwnersAllocation) {
   EXPECT_EQ(m.size(), o.ref.size);
   EXPECT_EQ(m.data()[0], 0x5a);
   EXPECT_EQ(m.data()[4095], 0x5a);
+}
+
+long minorFaults() {
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  return u.ru_minflt;
+}
+
+/// Sums one byte of each page in [from, to) pages, so that every page is read.
+int readPages(const RemoteMapping& m, size_t from, size_t to) {
+  int sum = 0;
+  for (size_t i = from; i < to; ++i) sum += static_cast<volatile const char*>(m.data())[i * 4096];
+  return sum;
+}
+
+// A single-copy source is often a small part of a large allocation: mapping it fills no page
+// tables, populate() fills those of the range asked for (and remembers it), so the transfer that
+// reads it then takes no page fault.
+TEST(RemoteMapping, PopulateFillsTheRangeAskedForAndNoMore) {
+  constexpr size_t kPages = 512;  // 2 MiB: fault-around maps 16 pages a fault at most
+  Owner o(false, kPages * 4096);
+  ASSERT_GT(o.pid, 0);
+  ASSERT_GE(o.ref.fd, 0);
+  RemoteMapping m;
+  ASSERT_EQ(RemoteMapping::open(o.pid, o.ref.fd, o.ref.id, o.ref.size, &m), Status::Success);
+  m.populate(100, kPages / 2 * 4096 - 200);  // the first half, by a range inside it
+  long before = minorFaults();
+  EXPECT_EQ(readPages(m, 0, kPages / 2), 0x5a * static_cast<int>(kPages / 2));
+  EXPECT_LE(minorFaults() - before, 1);  // the range asked for: already in the page tables
+  before = minorFaults();
+  EXPECT_EQ(readPages(m, kPages / 2, kPages), 0x5a * static_cast<int>(kPages / 2));
+  // The rest was not populated by the mapping (a fault per page, or per fault-around block).
+  EXPECT_GE(minorFaults() - before, static_cast<long>(kPages / 2 / 16));
+  m.populate(0, 4096);  // inside what is done: no call, nothing changes
+  EXPECT_EQ(m.data()[0], 0x5a);
 }
 
 TEST(RemoteMapping, OwnerThatExitedIsRemoteError) {

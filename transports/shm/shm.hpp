@@ -245,7 +245,7 @@ class ShmTransport final : public Transport {
   // *consumed tells whether it did (acked). Errors are fatal for the transport.
   Status drainDirect(int src, const shm::SlotHeader& h, const char* payload, uint64_t tail,
                      uint64_t head, bool* consumed);
-  Status mapDirect(int src, const shm::DirectDescriptor& d, const char** data);
+  Status mapDirect(int src, const shm::DirectDescriptor& d, uint64_t bytes, const char** data);
   void reapAcks(int dst);  // completes direct sends the receiver has acked
   void matchSelf();
   Status checkPeers();      // health callback; marks dead peers

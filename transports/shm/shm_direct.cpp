@@ -35,7 +35,8 @@ void complete(Request* req, Status s) {
 
 }  // namespace
 
-Status ShmTransport::mapDirect(int src, const shm::DirectDescriptor& d, const char** data) {
+Status ShmTransport::mapDirect(int src, const shm::DirectDescriptor& d, uint64_t bytes,
+                               const char** data) {
   Peer& p = peers_[static_cast<size_t>(src)];
   auto it = p.maps.find(d.allocId);
   if (it == p.maps.end() || it->second.map.size() != d.allocSize) {
@@ -60,6 +61,7 @@ Status ShmTransport::mapDirect(int src, const shm::DirectDescriptor& d, const ch
     it = p.maps.insert_or_assign(d.allocId, Mapped{std::move(m), 0}).first;
   }
   it->second.lastUse = ++p.mapClock;
+  it->second.map.populate(d.offset, bytes);
   *data = it->second.map.data() + d.offset;
   return Status::Success;
 }
@@ -96,7 +98,7 @@ Status ShmTransport::drainDirect(int src, const shm::SlotHeader& h, const char* 
   if (takePosted(p, src, h.tag, h.total, &r, &mismatch)) {
     if (!mismatch) {
       const char* data = nullptr;
-      Status s = mapDirect(src, d, &data);
+      Status s = mapDirect(src, d, h.total, &data);
       if (s != Status::Success) {
         complete(r.req, s);
         return s;
@@ -126,7 +128,7 @@ Status ShmTransport::drainDirect(int src, const shm::SlotHeader& h, const char* 
     if (!move) return Status::Success;
   }
   const char* data = nullptr;
-  NLCHECK(mapDirect(src, d, &data));
+  NLCHECK(mapDirect(src, d, h.total, &data));
   std::unique_ptr<char[]> copy(new char[h.total + 1]);
   std::memcpy(copy.get(), data, h.total);
   p.unexpected.push_back(Unexpected{h.tag, h.total, h.total, true, std::move(copy)});
