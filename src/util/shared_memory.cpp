@@ -200,20 +200,16 @@ void RemoteMapping::populate(uint64_t offset, uint64_t bytes) {
   const uint64_t lo = offset / page * page;
   const uint64_t end = offset + std::min(bytes, size_ - offset);
   const uint64_t hi = std::min<uint64_t>(size_, (end + page - 1) / page * page);
-  if (popHi_ > popLo_ && lo >= popLo_ && hi <= popHi_) return;  // the usual case: done before
+  if (popHi_ == popLo_) popLo_ = popHi_ = lo;   // nothing yet: an empty interval at lo
+  if (lo >= popLo_ && hi <= popHi_) return;     // the usual case: done before
   // One interval, grown to cover both: the pages between two ranges read are filled too, once.
-  const uint64_t nlo = popHi_ > popLo_ ? std::min(lo, popLo_) : lo;
-  const uint64_t nhi = popHi_ > popLo_ ? std::max(hi, popHi_) : hi;
+  const uint64_t nlo = std::min(lo, popLo_), nhi = std::max(hi, popHi_);
 #ifdef MADV_POPULATE_READ
   auto fill = [&](uint64_t a, uint64_t b) {
     if (b > a) madvise(base_ + a, b - a, MADV_POPULATE_READ);  // best effort: faults otherwise
   };
-  if (popHi_ > popLo_) {
-    fill(nlo, popLo_);
-    fill(popHi_, nhi);
-  } else {
-    fill(nlo, nhi);
-  }
+  fill(nlo, popLo_);
+  fill(popHi_, nhi);
 #endif
   popLo_ = nlo;
   popHi_ = nhi;
