@@ -78,6 +78,13 @@ if(TARGET nlccl-perf)
         set_tests_properties(perf_mpirun_np2_compare_${_coll} PROPERTIES
                              LABELS "multiprocess;perf;mpirun" TIMEOUT 180)
       endforeach()
+      # nlccl-compare's medians (over vader, and over tcp against ofi) plotted by nlccl-plot.
+      add_test(NAME perf_compare_medians_plot
+               COMMAND sh ${PROJECT_SOURCE_DIR}/tests/perf/compare_plot_check.sh
+                       ${PROJECT_SOURCE_DIR}/bench/perf/nlccl-compare
+                       ${PROJECT_SOURCE_DIR}/bench/plot/nlccl-plot ${_perf_bin})
+      set_tests_properties(perf_compare_medians_plot PROPERTIES
+                           LABELS "multiprocess;perf;mpirun" TIMEOUT 180 SKIP_RETURN_CODE 77)
     endif()
   endif()
 endif()
