@@ -65,7 +65,9 @@ void Stream::drain(std::unique_lock<std::mutex>& lock) {
   // Work still pending when the caller comes: the thread's wake-ups for it bought nothing.
   if (idle()) {
     syncRuns_ = 0;
-  } else if (++syncRuns_ >= kLazyAfter && !lazy_) {
+  } else if ((++syncRuns_ >= kLazyAfter ||
+              std::chrono::steady_clock::now() - busySince_ < kQuickSync) &&
+             !lazy_) {
     lazy_ = true;
     // A thread asleep until woken moves to napping now, not at the next enqueue's wake-up
     // (which would hand it that enqueue's work, before its synchronize comes).
@@ -83,6 +85,7 @@ void Stream::enqueue(const StreamItem& item) {
   {
     std::unique_lock<std::mutex> lock(mu_);
     if (queue_.size() >= kMaxQueued) makeRoom(lock);
+    if (!lazy_ && idle()) busySince_ = std::chrono::steady_clock::now();
     queue_.push_back(item);
     bump(submitted_, 1);
     wake = threadWaits_ && !running_ && syncers_ == 0 && !(lazy_ && threadNaps_);

@@ -24,7 +24,14 @@
 // thread then naps (kNap) instead of sleeping, and enqueue does not wake it. Work nobody
 // synchronizes for still starts within a nap, and finding it there turns wake-ups back on, as a
 // query() does (it also wakes the thread); after kNapsBeforeSleep empty naps the thread sleeps
-// until woken as usual. A synchronize that finds everything done restarts the count.
+// until woken as usual. A synchronize that finds everything done restarts the count. A
+// synchronize that comes within kQuickSync of the enqueue that ended the stream's idleness turns
+// wake-ups off at once: the wake-up could not have bought anything (a timing loop's calls, queued
+// back to back and synchronized at once, or one call synchronized right away), and the thread it
+// woke now competes with this caller, and on an oversubscribed machine (4 ranks on 2 cores)
+// with the other ranks, for the cores: the first blocks of a benchmark's first size ran 3-6x
+// slower for it, until kLazyAfter synchronizes had gone by. A caller that overlaps the work with
+// its own (a framework that waits for it later) synchronizes later and keeps its wake-ups.
 #pragma once
 
 #include <atomic>
@@ -73,6 +80,8 @@ class Stream {
   bool lazy();
 
   static constexpr int kLazyAfter = 4;  ///< synchronizes in a row finding work pending
+  /// A synchronize this soon after the work it finds pending was enqueued turns wake-ups off.
+  static constexpr std::chrono::microseconds kQuickSync{200};
   static constexpr std::chrono::microseconds kNap{10000};
   static constexpr int kNapsBeforeSleep = 64;
   static constexpr size_t kMaxQueued = 1024;  ///< items waiting; enqueue makes room beyond
@@ -109,6 +118,7 @@ class Stream {
   bool stop_ = false;
   bool lazy_ = false;          ///< enqueue leaves the thread to find work at the end of its nap
   int syncRuns_ = 0;           ///< synchronizes in a row that found work pending
+  std::chrono::steady_clock::time_point busySince_;  ///< enqueue that found the stream idle
   std::atomic<uint64_t> wakeups_{0};
   std::atomic<uint64_t> submitted_{0};  ///< items ever enqueued
   std::atomic<uint64_t> finished_{0};   ///< items ever finished

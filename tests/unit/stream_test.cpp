@@ -1,5 +1,6 @@
-// core::Stream's wake-ups: a caller that synchronizes after every item runs the items itself and
-// stops waking the stream's thread; work nobody synchronizes for still runs on the thread.
+// core::Stream's wake-ups: a caller that synchronizes after every item (or right after enqueueing)
+// runs the items itself and stops waking the stream's thread; work nobody synchronizes for, or
+// synchronizes for only later, still runs on the thread.
 #include "core/stream.hpp"
 
 #include <gtest/gtest.h>
@@ -95,6 +96,43 @@ TEST(Stream, QueryTurnsWakeUpsBackOn) {
   EXPECT_FALSE(s.lazy());  // a caller that polls gets its work started without a nap
   ASSERT_TRUE(waitFor(rec.ran, kWarm + 1));
   EXPECT_EQ(s.synchronize(), Status::Success);
+}
+
+/// An item that takes `us` microseconds, as a collective whose peers are slow.
+StreamItem sleeper(Record* r, int us) {
+  StreamItem it = itemFor(r);
+  it.value = static_cast<uint64_t>(us);
+  it.run = [](StreamItem& item, Lives*) {
+    std::this_thread::sleep_for(std::chrono::microseconds(item.value));
+    static_cast<Record*>(item.ptr[0])->ran.fetch_add(1);
+    return Status::Success;
+  };
+  return it;
+}
+
+TEST(Stream, ASynchronizeRightAfterItsEnqueueStopsWakeUpsAtOnce) {
+  // A benchmark's first timed calls: the thread woken for the work is still running it when
+  // the synchronize comes, so the wake-up bought nothing: the next call runs on the caller.
+  Stream s;
+  Record rec;
+  s.enqueue(sleeper(&rec, 2000));
+  ASSERT_EQ(s.synchronize(), Status::Success);
+  EXPECT_TRUE(s.lazy());
+  const int before = rec.onCaller.load();
+  synchronizeEach(s, &rec, 3);
+  EXPECT_EQ(rec.onCaller.load(), before + 3);
+}
+
+TEST(Stream, ASynchronizeLongAfterItsEnqueueKeepsWakeUps) {
+  // A framework's pattern: a collective enqueued, the caller's own work, then its wait. The
+  // thread ran the collective meanwhile; a wait that still finds it running keeps wake-ups on.
+  Stream s;
+  Record rec;
+  s.enqueue(sleeper(&rec, 20000));
+  std::this_thread::sleep_for(std::chrono::microseconds(2000));  // > kQuickSync
+  ASSERT_EQ(s.synchronize(), Status::Success);
+  EXPECT_FALSE(s.lazy());
+  EXPECT_EQ(rec.ran.load(), 1);
 }
 
 /// What the full-queue test's items record: the order they ran in and who ran them.
