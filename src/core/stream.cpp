@@ -65,13 +65,16 @@ void Stream::drain(std::unique_lock<std::mutex>& lock) {
   // Work still pending when the caller comes: the thread's wake-ups for it bought nothing.
   if (idle()) {
     syncRuns_ = 0;
-  } else if ((++syncRuns_ >= kLazyAfter ||
-              std::chrono::steady_clock::now() - busySince_ < kQuickSync) &&
-             !lazy_) {
-    lazy_ = true;
-    // A thread asleep until woken moves to napping now, not at the next enqueue's wake-up
-    // (which would hand it that enqueue's work, before its synchronize comes).
-    if (threadWaits_ && !threadNaps_) workCv_.notify_one();
+  } else {
+    ++syncRuns_;
+    // Already lazy (a timing loop's usual case), no clock read.
+    if (!lazy_ && (syncRuns_ >= kLazyAfter ||
+                   std::chrono::steady_clock::now() - busySince_ < kQuickSync)) {
+      lazy_ = true;
+      // A thread asleep until woken moves to napping now, not at the next enqueue's wake-up
+      // (which would hand it that enqueue's work, before its synchronize comes).
+      if (threadWaits_ && !threadNaps_) workCv_.notify_one();
+    }
   }
   runUntil(lock, [this] { return idle(); });
 }
