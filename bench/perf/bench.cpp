@@ -59,6 +59,10 @@ class Buffer {
       std::fprintf(stderr, "nlccl-perf: cannot allocate %zu bytes\n", bytes_);
       _exit(1);
     }
+    // Touch every page once, as nccl-tests clears its buffers at allocation: otherwise nlccl's
+    // first calls of a size pay the page faults (the kernel's page allocation) of each new range
+    // of the output, and Open MPI, timed after it on the same buffers, none.
+    std::memset(ptr_, 0, bytes_);
   }
   ~Buffer() {
     if (shared_) nlcclMemFree(ptr_);
