@@ -97,6 +97,7 @@ struct Result {
   double wallS = 0;       ///< host time the simulation took
   std::vector<double> rankFinishS;
   std::vector<double> rankBytesSent;  ///< bytes each rank put on the fabric
+  std::vector<double> rankBytesReceived;  ///< bytes each rank took off the fabric
   std::vector<LinkStat> links;       ///< links that carried data
   std::vector<TraceEvent> trace;     ///< when Options::trace
   bool traceTruncated = false;

@@ -31,6 +31,11 @@ struct ChipEngine {
   /// between them, of dmaBps() send bytes per second, a reduced byte costing
   /// sharedReduceCost() of them. Needs finite DMA and HBM figures; analytical mode is unchanged.
   bool sharedEngine = false;
+  /// A transfer's bytes are moved by the receiving chip's engine, not the sender's (a host rank
+  /// that copies straight out of its peer's buffer over shared memory: a sender with two
+  /// receivers is read by both at once). Flow mode and the tuner's bound then charge the
+  /// receiver's DMA figure. Ignored with sharedEngine.
+  bool receiverCopies = false;
   /// Send bytes one reduced byte costs on a shared engine: its HBM bytes at the HBM rate, over
   /// the DMA rate.
   double sharedReduceCost() const { return hbmBytesPerReducedByte * dmaBps() / hbmBps; }

@@ -67,8 +67,9 @@ struct FlowModel::Impl {
       if (reduce && dst == src) x->uses.back().coef += eng.sharedReduceCost();
       else if (reduce) x->uses.push_back({dmaRes[dst], eng.sharedReduceCost()});
     } else if (std::isfinite(eng.dmaBps())) {
-      if (dmaRes[src] < 0) dmaRes[src] = net.addResource(eng.dmaBps());
-      x->uses.push_back({dmaRes[src], 1.0});
+      const int mover = eng.receiverCopies ? dst : src;  // ChipEngine::receiverCopies
+      if (dmaRes[mover] < 0) dmaRes[mover] = net.addResource(eng.dmaBps());
+      x->uses.push_back({dmaRes[mover], 1.0});
     }
     if (!eng.sharesEngine() && reduce && std::isfinite(eng.hbmBps)) {
       if (hbmRes[dst] < 0) hbmRes[dst] = net.addResource(eng.hbmBps);

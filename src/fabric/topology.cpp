@@ -72,6 +72,9 @@ Status TopologyBuilder::build(const json& doc, Topology* t, std::string* error) 
   const json shared = chip.value("shared_engine", json(false));
   if (!shared.is_boolean()) return fail(error, "chip.shared_engine must be true or false");
   c.sharedEngine = shared.get<bool>();
+  const json pulled = chip.value("receiver_copies", json(false));
+  if (!pulled.is_boolean()) return fail(error, "chip.receiver_copies must be true or false");
+  c.receiverCopies = pulled.get<bool>();
 
   if (!doc.contains("levels") || !doc["levels"].is_array() || doc["levels"].empty())
     return fail(error, "topology needs a non-empty 'levels' array");

@@ -139,6 +139,7 @@ class Executor {
   std::vector<double> readyT_;  // analytical mode: start times of partly sent messages
   std::vector<double> rankFinish_;
   std::vector<double> rankBytes_;
+  std::vector<double> rankBytesIn_;  ///< by the target's representative (classes are equal)
   std::vector<double> sendStart_;  // per transfer, only when tracing
   std::priority_queue<Ev, std::vector<Ev>, std::greater<>> queue_;
   FlowNetwork net_;
@@ -504,7 +505,10 @@ void Executor::startFlow(int x, int k, double t, double bytes, double eagerFrom,
         useScratch_.push_back({r, coef});
     }
   } else {
-    if (const int r = chipRes(dmaRes_, quotient_.chip(srcChip), eng.dmaBps(), true, 1.0); r >= 0)
+    // The engine that moves the bytes: the sender's, or the receiver's (ChipEngine::receiverCopies).
+    const int mover = eng.receiverCopies ? dstChip : srcChip;
+    if (const int r = chipRes(dmaRes_, quotient_.chip(mover), eng.dmaBps(), !eng.receiverCopies, 1.0);
+        r >= 0)
       useScratch_.push_back({r, cw});
     if (reduced) {
       const double coef = eng.hbmBytesPerReducedByte;
@@ -545,6 +549,7 @@ void Executor::routeOf(int x) {
 // representative link carries them `weight` times.
 void Executor::account(int x, double bytes) {
   rankBytes_[rankOf(x)] += bytes;
+  rankBytesIn_[cp_.symmetry().rep(cp_.xfers()[x].target())] += bytes;
   for (int l : routeScratch_) linkBytes_[quotient_.link(l)] += bytes * quotient_.linkWeight(l);
 }
 
@@ -584,10 +589,12 @@ void Executor::expand(Result* out) const {
   const int p = cp_.nranks();
   out->rankFinishS.resize(static_cast<size_t>(p));
   out->rankBytesSent.resize(static_cast<size_t>(p));
+  out->rankBytesReceived.resize(static_cast<size_t>(p));
   for (int r = 0; r < p; ++r) {
     const int rep = sym.rep(r);
     out->rankFinishS[static_cast<size_t>(r)] = rankFinish_[static_cast<size_t>(rep)];
     out->rankBytesSent[static_cast<size_t>(r)] = rankBytes_[static_cast<size_t>(rep)];
+    out->rankBytesReceived[static_cast<size_t>(r)] = rankBytesIn_[static_cast<size_t>(rep)];
   }
   out->links.clear();
   for (size_t l = 0; l < topo_.links().size(); ++l) {
@@ -615,6 +622,7 @@ Status Executor::run(Result* out, std::string* error) {
   const double t0 = opts_.launchOverheadS >= 0 ? opts_.launchOverheadS : topo_.launchOverheadS();
   rankFinish_.assign(static_cast<size_t>(cp_.nranks()), t0);
   rankBytes_.assign(static_cast<size_t>(cp_.nranks()), 0.0);
+  rankBytesIn_.assign(static_cast<size_t>(cp_.nranks()), 0.0);
   for (int s = 0; s < static_cast<int>(steps_.size()); ++s)
     if (cp_.steps()[s].prev < 0) tryStart(s, 0, t0);
   std::vector<int64_t> done;

@@ -50,6 +50,14 @@ std::string hostFabricJson(int ranksPerHost, int hosts, size_t sliceBytes, const
   const double window = static_cast<double>(paramShmSlots().value) *
                         static_cast<double>(paramShmSlotBytes().value);
   char buf[2048];
+  // Over shared memory a large message is copied by its receiver straight out of the sender's
+  // buffer (the shm transport's single-copy path): the receiver's engine moves the bytes and a
+  // sender read by two receivers is not slowed by it, so the host's links do not bind. Over ofi
+  // the sender copies into its socket and the receiver out of it (one shared engine).
+  const bool pulled = !ofiInsideHosts;
+  char shmBwText[64];
+  if (pulled) std::snprintf(shmBwText, sizeof shmBwText, R"("inf")");
+  else std::snprintf(shmBwText, sizeof shmBwText, "%g", shmBw);
   std::string levels;
   const int numa = shape.numaNodes > 1 && ranksPerHost % shape.numaNodes == 0 &&
                            ranksPerHost > shape.numaNodes
@@ -57,13 +65,13 @@ std::string hostFabricJson(int ranksPerHost, int hosts, size_t sliceBytes, const
                        : 1;
   if (numa > 1) {
     std::snprintf(buf, sizeof buf,
-                  R"({"name": "numa", "kind": "switch", "size": %d, "attach": "chip", "bw_GBps": %g, "latency_us": %g},)"
-                  R"({"name": "host", "kind": "switch", "size": %d, "attach": "below", "bw_GBps": %g, "latency_us": 0})",
-                  ranksPerHost / numa, shmBw, hostLat, numa, shmBw);
+                  R"({"name": "numa", "kind": "switch", "size": %d, "attach": "chip", "bw_GBps": %s, "latency_us": %g},)"
+                  R"({"name": "host", "kind": "switch", "size": %d, "attach": "below", "bw_GBps": %s, "latency_us": 0})",
+                  ranksPerHost / numa, shmBwText, hostLat, numa, shmBwText);
   } else {
     std::snprintf(buf, sizeof buf,
-                  R"({"name": "host", "kind": "switch", "size": %d, "attach": "chip", "bw_GBps": %g, "latency_us": %g})",
-                  ranksPerHost, shmBw, hostLat);
+                  R"({"name": "host", "kind": "switch", "size": %d, "attach": "chip", "bw_GBps": %s, "latency_us": %g})",
+                  ranksPerHost, shmBwText, hostLat);
   }
   levels = buf;
   if (hosts > 1) {
@@ -76,10 +84,11 @@ std::string hostFabricJson(int ranksPerHost, int hosts, size_t sliceBytes, const
                 R"({"name": "host:%dx%d", "ranks_per_chip": 1, "launch_overhead_us": %g, )"
                 R"("pair_window_bytes": %.0f, "chunk_bytes": %zu, )"
                 R"("chip": {"name": "rank", "dma_engines": 1, "dma_engine_GBps": %g, "hbm_GBps": %g, )"
-                R"("hbm_bytes_per_reduced_byte": 2, "local_latency_us": 0, "shared_engine": %s}, )"
+                R"("hbm_bytes_per_reduced_byte": 2, "local_latency_us": 0, "shared_engine": %s, )"
+                R"("receiver_copies": %s}, )"
                 R"("levels": [)",
                 hosts, ranksPerHost, launch, window, sliceBytes, shmBw, mem,
-                ofiInsideHosts ? "true" : "false");
+                ofiInsideHosts ? "true" : "false", pulled ? "true" : "false");
   return std::string(buf) + levels + "]}";
 }
 
@@ -99,6 +108,7 @@ Status hostFabric(int nranks, const std::vector<int>& groups, size_t sliceBytes,
   if (hosts > 1) shape = HostShape{perHost, perHost, 1};
   const std::string doc = hostFabricJson(perHost, hosts, sliceBytes, shape,
                                          ofiInsideHosts && perHost > 1);
+  TRACE(log::kTune, "host fabric (NLCCL_TUNER_TOPOLOGY takes a file like it): %s", doc.c_str());
   return fabric::Topology::fromJsonText(doc, {}, out, error);
 }
 

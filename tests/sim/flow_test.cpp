@@ -114,6 +114,41 @@ TEST(SimFlow, DmaEnginesBind) {
   EXPECT_NEAR(r2.timeS, kAlpha + 2 * count * 4.0 / 400e9, 1e-12);
 }
 
+TEST(SimFlow, ReceiverCopiesChargesTheReceiversEngine) {
+  // One sender, two receivers, 100 GB/s engines: sender-side DMA shares the sender's engine
+  // (50 GB/s each); with receiver_copies each receiver's engine moves its own message (a host
+  // rank reading its peer's buffer), so both run at 100 GB/s. Two senders into one receiver
+  // then share the receiver's engine instead.
+  const std::vector<std::string> figures = {"chip.dma_engines=1", "chip.dma_engine_GBps=100"};
+  std::vector<std::string> pulled = figures;
+  pulled.push_back("chip.receiver_copies=true");
+  const auto pushT = load("flat:3", figures), pullT = load("flat:3", pulled);
+  ASSERT_TRUE(pullT.chip().receiverCopies);
+  const size_t count = 1 << 20;
+  const double n = count * 4.0;
+  const plan::Plan fanOut = simtest::transfers(3, {{0, 1}, {0, 2}}, count);
+  const plan::Plan fanIn = simtest::transfers(3, {{1, 0}, {2, 0}}, count);
+  EXPECT_NEAR(run(pushT, fanOut).timeS, kAlpha + 2 * n / 100e9, 1e-12);
+  EXPECT_NEAR(run(pullT, fanOut).timeS, kAlpha + n / 100e9, 1e-12);
+  EXPECT_NEAR(run(pushT, fanIn).timeS, kAlpha + n / 100e9, 1e-12);
+  EXPECT_NEAR(run(pullT, fanIn).timeS, kAlpha + 2 * n / 100e9, 1e-12);
+  const auto r = run(pullT, fanIn);
+  EXPECT_DOUBLE_EQ(r.rankBytesReceived[0], 2 * n);
+  EXPECT_DOUBLE_EQ(r.rankBytesReceived[1], 0.0);
+  EXPECT_DOUBLE_EQ(r.rankBytesSent[1], n);
+  // The neuronlink transport's incremental model charges the same engine.
+  fabric::FlowModel m(pullT);
+  const auto a = m.add(0, 1, n, 0.0, false);
+  const auto b = m.add(0, 2, n, 0.0, false);
+  EXPECT_NEAR(m.finishTime(a), kAlpha + n / 100e9, 1e-12);
+  EXPECT_NEAR(m.finishTime(b), kAlpha + n / 100e9, 1e-12);
+  fabric::Topology bad;
+  std::string err;
+  EXPECT_NE(fabric::Topology::load("flat:2", {"chip.receiver_copies=2"}, &bad, &err),
+            Status::Success);
+  EXPECT_NE(err.find("receiver_copies"), std::string::npos) << err;
+}
+
 TEST(SimFlow, HbmBindsReductions) {
   // HBM 500 GB/s, 2 bytes of HBM per reduced byte: reduce-on-arrival runs at 250 GB/s; a plain
   // receive is not charged.
