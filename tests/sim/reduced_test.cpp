@@ -39,6 +39,8 @@ void expectSame(const sim::Result& a, const sim::Result& b, double rel) {
   for (size_t r = 0; r < a.rankFinishS.size(); ++r) {
     EXPECT_NEAR(a.rankFinishS[r], b.rankFinishS[r], b.timeS * rel) << "rank " << r;
     EXPECT_NEAR(a.rankBytesSent[r], b.rankBytesSent[r], b.rankBytesSent[r] * rel + 1) << r;
+    EXPECT_NEAR(a.rankBytesReceived[r], b.rankBytesReceived[r], b.rankBytesReceived[r] * rel + 1)
+        << r;
   }
   std::map<int, double> bytes;
   for (const auto& l : b.links) bytes[l.link] = l.bytes;

@@ -22,15 +22,19 @@ fabric::Topology hostOverOfi(int ranks) {
   return t;
 }
 
-tuner::Choice allReduce(const fabric::Topology& t, int ranks, size_t bytes) {
+tuner::Choice chooseFor(const fabric::Topology& t, Collective coll, int ranks, size_t bytes) {
   tuner::Query q;
-  q.collective = Collective::AllReduce;
+  q.collective = coll;
   q.bytes = bytes;
   q.nranks = ranks;
   tuner::Choice c;
   std::string err;
   EXPECT_EQ(tuner::choose(t, q, {}, &c, &err), Status::Success) << err;
   return c;
+}
+
+tuner::Choice allReduce(const fabric::Topology& t, int ranks, size_t bytes) {
+  return chooseFor(t, Collective::AllReduce, ranks, bytes);
 }
 
 /// The best time the tuner saw for `algorithm` (any slice), or -1.
@@ -116,13 +120,7 @@ TEST(TunerHostFabric, OneHostNeverConsidersHier) {
 TEST(TunerHostFabric, SmallReduceScatterAtFourRanksTakesRecursiveHalving) {
   const fabric::Topology t = hostOverShm(4);
   for (size_t bytes : {size_t{64}, size_t{512}}) {
-    tuner::Query q;
-    q.collective = Collective::ReduceScatter;
-    q.bytes = bytes;
-    q.nranks = 4;
-    tuner::Choice ch;
-    std::string err;
-    ASSERT_EQ(tuner::choose(t, q, {}, &ch, &err), Status::Success) << err;
+    const tuner::Choice ch = chooseFor(t, Collective::ReduceScatter, 4, bytes);
     EXPECT_EQ(ch.best.algorithm, "rhd") << bytes << " B chose " << ch.best.label();
   }
 }
@@ -136,13 +134,7 @@ TEST(TunerHostFabric, LargeShmBroadcastIsCopiedByItsReceiversSoTreeWins) {
   EXPECT_TRUE(shm.chip().receiverCopies);
   EXPECT_FALSE(hostOverOfi(4).chip().receiverCopies);  // over tcp the sender copies too
   for (size_t bytes : {size_t{2} << 20, size_t{32} << 20}) {
-    tuner::Query q;
-    q.collective = Collective::Broadcast;
-    q.bytes = bytes;
-    q.nranks = 4;
-    tuner::Choice ch;
-    std::string err;
-    ASSERT_EQ(tuner::choose(shm, q, {}, &ch, &err), Status::Success) << err;
+    const tuner::Choice ch = chooseFor(shm, Collective::Broadcast, 4, bytes);
     EXPECT_EQ(ch.best.algorithm, "tree") << bytes << " B chose " << ch.best.label();
   }
 }
