@@ -326,6 +326,26 @@ TEST_P(OfiTransportTest, SizeMismatchIsInvalidUsage) {
   EXPECT_EQ(codes, (std::vector<int>{0, 0}));
 }
 
+// Unset (or 0), the eager limit is the provider's: 512 KiB over tcp, where a message of up to
+// one fragment is cheaper copied out of a control buffer than granted (docs/ofi.md), 64 KiB
+// elsewhere; a set value holds.
+TEST_P(OfiTransportTest, EagerLimitIsTheProvidersUnlessSet) {
+  const bool tcp = std::string(GetParam()) != "shm";
+  EXPECT_EQ(transport::OfiTransport::defaultEagerBytes(tcp ? "tcp;ofi_rxm" : "shm"),
+            tcp ? size_t{512} << 10 : size_t{64} << 10);
+  for (const char* value : {"", "0", "100K"}) {
+    ScopedEnv eager("NLCCL_OFI_EAGER_BYTES", value);
+    const size_t want = *value == '1' ? size_t{100} << 10 : tcp ? size_t{512} << 10 : size_t{64} << 10;
+    auto codes = runOfi(2, [want](int rank, Shared* sh) {
+      auto t = makeOfi(sh, rank, 2);
+      CHILD_CHECK(t);
+      CHILD_CHECK(t->eagerBytes() == want);
+      return 0;
+    });
+    EXPECT_EQ(codes, (std::vector<int>{0, 0})) << "NLCCL_OFI_EAGER_BYTES='" << value << "'";
+  }
+}
+
 // A rendezvous receive posted before its message announced itself grants it at once (Grant):
 // the sender then sends the data without waiting for an answer to its Rts, so the send completes
 // while the receiver, after posting, makes no progress at all. Without the Grant the send waits

@@ -137,8 +137,11 @@ TEST(StreamsTest, AFailureInsideABatchIsReportedAndTheRestRun) {
     }
     EXPECT_EQ(nlcclStreamSynchronize(stream), nlcclInvalidUsage);
     EXPECT_EQ(nlcclStreamSynchronize(stream), nlcclSuccess);
-    for (int i = 0; i < 9; ++i)
-      if (i != 4) EXPECT_EQ(x[i][0], 2.0f) << "call " << i;
+    for (int i = 0; i < 9; ++i) {
+      if (i != 4) {
+        EXPECT_EQ(x[i][0], 2.0f) << "call " << i;
+      }
+    }
     EXPECT_EQ(nlcclStreamDestroy(stream), nlcclSuccess);
   });
   for (auto c : comms) EXPECT_EQ(nlcclCommDestroy(c), nlcclSuccess);

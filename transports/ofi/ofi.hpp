@@ -93,7 +93,7 @@ class OfiTransport final : public Transport {
   struct Options {
     std::string provider;        ///< NLCCL_OFI_PROVIDER, else empty
     std::string fiProvider;      ///< FI_PROVIDER (libfabric's own filter), else empty
-    size_t eagerBytes = 0;       ///< NLCCL_OFI_EAGER_BYTES
+    size_t eagerBytes = 0;       ///< NLCCL_OFI_EAGER_BYTES (0: defaultEagerBytes)
     int credits = 0;             ///< NLCCL_OFI_CREDITS
     size_t maxMsgBytes = 0;      ///< NLCCL_OFI_MAX_MSG_BYTES (0: the provider's max_msg_size)
     size_t mrCacheEntries = 0;   ///< NLCCL_OFI_MR_CACHE
@@ -137,6 +137,9 @@ class OfiTransport final : public Transport {
   /// Largest rendezvous fragment for `provider` before its max_msg_size: 512 KiB over tcp (see
   /// ofi_setup.cpp) unless the user set NLCCL_OFI_MAX_MSG_BYTES (`explicitLimit`), else 8 MiB.
   static size_t defaultFragBytes(const std::string& provider, bool explicitLimit);
+  /// Largest eager message for `provider` when NLCCL_OFI_EAGER_BYTES is unset or 0: 512 KiB
+  /// over tcp (see ofi_setup.cpp), else 64 KiB.
+  static size_t defaultEagerBytes(const std::string& provider);
   /// Registrations held (0 unless the provider, or NLCCL_OFI_FORCE_MR_LOCAL, asks for them).
   size_t registrations() const;
   /// Peers that have been set up (sent to or received from at least once).
