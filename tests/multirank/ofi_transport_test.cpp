@@ -335,7 +335,8 @@ TEST_P(OfiTransportTest, EagerLimitIsTheProvidersUnlessSet) {
             tcp ? size_t{512} << 10 : size_t{64} << 10);
   for (const char* value : {"", "0", "100K"}) {
     ScopedEnv eager("NLCCL_OFI_EAGER_BYTES", value);
-    const size_t want = *value == '1' ? size_t{100} << 10 : tcp ? size_t{512} << 10 : size_t{64} << 10;
+    const size_t byDefault = tcp ? size_t{512} << 10 : size_t{64} << 10;
+    const size_t want = *value == '1' ? size_t{100} << 10 : byDefault;
     auto codes = runOfi(2, [want](int rank, Shared* sh) {
       auto t = makeOfi(sh, rank, 2);
       CHILD_CHECK(t);

@@ -108,11 +108,11 @@ size_t OfiTransport::defaultFragBytes(const std::string& provider, bool explicit
 // Over tcp a message up to one fragment goes eagerly: the receiver's copy out of its control
 // buffer (about 25 us for 512 KiB) costs less than the rendezvous' grant, which a sender that
 // is ahead of its peer waits for. All-reduce over loopback, 256 KiB-1 MiB (messages of 128-512
-// KiB), nlccl / Open MPI time, 64 KiB against 512 KiB, 4 alternating launches each: 2 ranks
-// 0.76-1.37 against 0.59-0.87 (medians), 4 ranks 0.70-0.90 against 0.50-0.69 (launches; docs/ofi.md). 2 MiB eager
-// was no better at 2 MiB. The price is memory: NLCCL_OFI_CREDITS + 4 control buffers of this
-// size per peer in use (10 MiB at 512 KiB), registered nowhere (tcp needs none); efa, which pins
-// them, and shm keep 64 KiB.
+// KiB), nlccl / Open MPI time, 64 KiB against 512 KiB, alternating launches: 2 ranks (medians
+// of 4) 0.76-1.37 against 0.59-0.87, 4 ranks (3 launches) 0.70-0.90 against 0.50-0.69
+// (docs/ofi.md). 2 MiB eager was no better at 2 MiB. The price is memory: NLCCL_OFI_CREDITS + 4
+// control buffers of this size per peer in use (10 MiB at 512 KiB), registered nowhere (tcp
+// needs none); efa, which pins them, and shm keep 64 KiB.
 size_t OfiTransport::defaultEagerBytes(const std::string& provider) {
   return provider.rfind("tcp", 0) == 0 ? kTcpEagerBytes : kEagerBytes;
 }
