@@ -42,6 +42,10 @@ struct ChipEngine {
   bool sharesEngine() const {
     return sharedEngine && dmaBps() < kInfinite && hbmBps < kInfinite && hbmBps > 0;
   }
+  /// The chip whose DMA a transfer from `src` to `dst` draws on when the engine is not shared:
+  /// the receiver's with receiverCopies, else the sender's.
+  bool receiverMoves() const { return receiverCopies && !sharesEngine(); }
+  int mover(int src, int dst) const { return receiverMoves() ? dst : src; }
   /// Outgoing data rate of the chip: engines x per-engine rate (infinite if either is).
   double dmaBps() const { return dmaEngines * dmaEngineBps; }
   /// Seconds a local copy (HBM read + write) or reduce (two reads, one write) of `bytes` takes:

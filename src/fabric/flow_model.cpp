@@ -67,7 +67,7 @@ struct FlowModel::Impl {
       if (reduce && dst == src) x->uses.back().coef += eng.sharedReduceCost();
       else if (reduce) x->uses.push_back({dmaRes[dst], eng.sharedReduceCost()});
     } else if (std::isfinite(eng.dmaBps())) {
-      const int mover = eng.receiverCopies ? dst : src;  // ChipEngine::receiverCopies
+      const int mover = eng.mover(src, dst);
       if (dmaRes[mover] < 0) dmaRes[mover] = net.addResource(eng.dmaBps());
       x->uses.push_back({dmaRes[mover], 1.0});
     }

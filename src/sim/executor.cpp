@@ -505,11 +505,10 @@ void Executor::startFlow(int x, int k, double t, double bytes, double eagerFrom,
         useScratch_.push_back({r, coef});
     }
   } else {
-    // The engine that moves the bytes: the sender's, or the receiver's
-    // (ChipEngine::receiverCopies).
-    const bool pulled = eng.receiverCopies;
-    const int mover = pulled ? dstChip : srcChip;
-    if (const int r = chipRes(dmaRes_, quotient_.chip(mover), eng.dmaBps(), !pulled, 1.0); r >= 0)
+    const int mover = eng.mover(srcChip, dstChip);
+    if (const int r = chipRes(dmaRes_, quotient_.chip(mover), eng.dmaBps(), !eng.receiverMoves(),
+                              1.0);
+        r >= 0)
       useScratch_.push_back({r, cw});
     if (reduced) {
       const double coef = eng.hbmBytesPerReducedByte;

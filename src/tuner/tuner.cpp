@@ -61,9 +61,8 @@ class Search {
     const double dma = topo_.chip().dmaBps();
     if (std::isfinite(dma) && dma > 0) {
       // The bytes each chip's engine moves: what it sends, or what it receives where receivers copy.
-      const fabric::ChipEngine& eng = topo_.chip();
       const std::vector<double>& moved =
-          eng.receiverCopies && !eng.sharesEngine() ? r.rankBytesReceived : r.rankBytesSent;
+          topo_.chip().receiverMoves() ? r.rankBytesReceived : r.rankBytesSent;
       std::vector<double> perChip(static_cast<size_t>(topo_.numChips()), 0.0);
       for (size_t rank = 0; rank < moved.size(); ++rank)
         perChip[static_cast<size_t>(topo_.chipOfRank(static_cast<int>(rank)))] += moved[rank];

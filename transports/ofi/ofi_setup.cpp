@@ -93,6 +93,9 @@ bool OfiTransport::pollByDefault(int nranks) {
   return nranks <= kPollRanks && cpus > 0 && nranks <= cpus;
 }
 
+// The tcp provider, alone or under rxm ("tcp", "tcp;ofi_rxm").
+static bool isTcp(const std::string& provider) { return provider.rfind("tcp", 0) == 0; }
+
 // Over tcp one fragment of a large message is one sendmsg into the kernel: each rank copies a
 // whole fragment into socket buffers before it turns to what its peer sent, and 1-8 MiB of fresh
 // socket-buffer pages per message cost the sender's copy more than the data (2-rank send/recv
@@ -101,8 +104,7 @@ bool OfiTransport::pollByDefault(int nranks) {
 // themselves and keep the larger fragment (fewer completions). Setting NLCCL_OFI_MAX_MSG_BYTES
 // (`explicitLimit`) lifts the tcp cap: the user's limit holds, up to kMaxFragBytes.
 size_t OfiTransport::defaultFragBytes(const std::string& provider, bool explicitLimit) {
-  const bool tcp = provider.rfind("tcp", 0) == 0;
-  return tcp && !explicitLimit ? kTcpFragBytes : kMaxFragBytes;
+  return isTcp(provider) && !explicitLimit ? kTcpFragBytes : kMaxFragBytes;
 }
 
 // Over tcp a message up to one fragment goes eagerly: the receiver's copy out of its control
@@ -114,7 +116,7 @@ size_t OfiTransport::defaultFragBytes(const std::string& provider, bool explicit
 // control buffers of this size per peer in use (10 MiB at 512 KiB), registered nowhere (tcp
 // needs none); efa, which pins them, and shm keep 64 KiB.
 size_t OfiTransport::defaultEagerBytes(const std::string& provider) {
-  return provider.rfind("tcp", 0) == 0 ? kTcpEagerBytes : kEagerBytes;
+  return isTcp(provider) ? kTcpEagerBytes : kEagerBytes;
 }
 
 // The one place that reads the transport's environment variables.
