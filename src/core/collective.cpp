@@ -453,19 +453,6 @@ Status generalCollective(Communicator* comm, const CollArgs& a, bool inPlace, St
 
 }  // namespace
 
-namespace {
-
-/// Whether a call of `a` ends as soon as it is checked: it then blocks on nothing, queues
-/// nothing and takes no sequence number.
-bool emptyCallEnds(const Communicator& comm, const CollArgs& a) {
-  // An empty collective moves nothing, so it ends at once, as NCCL's do: no plan, no stream item,
-  // no sequence number (the count is the same on every rank, so every rank skips it alike),
-  // except where Communicator::emptyCallsEnd says it must still run.
-  return a.count == 0 && a.collective != Collective::AllToAllv && comm.emptyCallsEnd();
-}
-
-}  // namespace
-
 Status collective(Communicator* comm, const CollArgs& a, Stream* stream) {
   if (a.collective == Collective::AllToAllv) return allToAllv(comm, a, stream);
   if (emptyCallEnds(*comm, a)) {  // (its buffers hold no bytes, so they cannot overlap)

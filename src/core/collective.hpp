@@ -48,6 +48,14 @@ struct CollArgs {
 /// other checks; nothing is changed on failure.
 Status applyCustomOp(Communicator* comm, CollArgs* args, std::optional<CollExtras>* extras);
 
+/// Whether a call of `a` ends as soon as it is checked: it then blocks on nothing, queues
+/// nothing and takes no sequence number. An empty collective moves nothing, so it ends at once,
+/// as NCCL's do (the count is the same on every rank, so every rank skips it alike), except
+/// where Communicator::emptyCallsEnd says it must still run. All-to-all-v's counts are arrays.
+inline bool emptyCallEnds(const Communicator& comm, const CollArgs& a) {
+  return a.count == 0 && a.collective != Collective::AllToAllv && comm.emptyCallsEnd();
+}
+
 /// Issues a collective (arguments already checked by the API layer, except buffer overlap).
 Status collective(Communicator* comm, const CollArgs& args, Stream* stream);
 /// Issues one send or receive (grouped with others when inside a group).

@@ -190,6 +190,27 @@ std::vector<BadCall> collectiveCases() {
   v.push_back({"alltoallv partial overlap", 1, nlcclInvalidArgument, "overlaps", [](const Ctx& c) {
                  return nlcclAlltoAllv(c.send, counts, displs, c.send + 2, counts, displs, nlcclFloat, c.comm, nullptr);
                }});
+  // Empty calls (count 0) end before the general path, after the same checks.
+  v.push_back({"empty allreduce bad type", 1, nlcclInvalidArgument, "datatype",
+               [](const Ctx& c) { return nlcclAllReduce(c.send, c.recv, 0, kBadType, nlcclSum, c.comm, nullptr); }});
+  v.push_back({"empty allreduce negative op", 1, nlcclInvalidArgument, "op",
+               [](const Ctx& c) { return nlcclAllReduce(c.send, c.recv, 0, nlcclFloat, kNegOp, c.comm, nullptr); }});
+  v.push_back({"empty broadcast root out of range", 1, nlcclInvalidArgument, "root",
+               [](const Ctx& c) { return nlcclBroadcast(c.send, c.recv, 0, nlcclFloat, kRanks, c.comm, nullptr); }});
+  v.push_back({"empty reduce bad op", 1, nlcclInvalidArgument, "op",
+               [](const Ctx& c) { return nlcclReduce(c.send, c.recv, 0, nlcclFloat, kBadOp, 0, c.comm, nullptr); }});
+  v.push_back({"empty reduce negative root", 1, nlcclInvalidArgument, "root",
+               [](const Ctx& c) { return nlcclReduce(c.send, c.recv, 0, nlcclFloat, nlcclSum, -1, c.comm, nullptr); }});
+  v.push_back({"empty allgather negative type", 1, nlcclInvalidArgument, "datatype",
+               [](const Ctx& c) { return nlcclAllGather(c.send, c.recv, 0, kNegType, c.comm, nullptr); }});
+  v.push_back({"empty reducescatter bad op", 1, nlcclInvalidArgument, "op",
+               [](const Ctx& c) { return nlcclReduceScatter(c.send, c.recv, 0, nlcclFloat, kBadOp, c.comm, nullptr); }});
+  v.push_back({"empty alltoall bad type", 1, nlcclInvalidArgument, "datatype",
+               [](const Ctx& c) { return nlcclAlltoAll(c.send, c.recv, 0, kBadType, c.comm, nullptr); }});
+  v.push_back({"empty gather root out of range", 1, nlcclInvalidArgument, "root",
+               [](const Ctx& c) { return nlcclGather(c.send, c.recv, 0, nlcclFloat, kRanks, c.comm, nullptr); }});
+  v.push_back({"empty scatter negative root", 1, nlcclInvalidArgument, "root",
+               [](const Ctx& c) { return nlcclScatter(c.send, c.recv, 0, nlcclFloat, -1, c.comm, nullptr); }});
   // Point to point.
   v.push_back({"send null buffer", 1, nlcclInvalidArgument, "sendbuff",
                [](const Ctx& c) { return nlcclSend(nullptr, 4, nlcclFloat, 0, c.comm, nullptr); }});

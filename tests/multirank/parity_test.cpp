@@ -105,6 +105,8 @@ TEST(ParityThreads, RevokedCommunicatorFailsCallsButShrinks) {
     EXPECT_EQ(nlcclAllReduce(&v, &v, 1, nlcclInt, nlcclSum, comms[r], nullptr), nlcclInvalidUsage);
     EXPECT_NE(std::string(nlcclGetLastError(comms[r])).find("revoked"), std::string::npos)
         << nlcclGetLastError(comms[r]);
+    EXPECT_EQ(nlcclAllReduce(&v, &v, 0, nlcclInt, nlcclSum, comms[r], nullptr), nlcclInvalidUsage)
+        << "an empty call is refused too";
     nlcclComm_t shrunk = nullptr;
     ASSERT_EQ(nlcclCommShrink(comms[r], nullptr, 0, &shrunk, nullptr, NLCCL_SHRINK_DEFAULT),
               nlcclSuccess);
@@ -132,6 +134,9 @@ TEST(ParityThreads, SuspendRefusesCallsUntilResumed) {
     EXPECT_EQ(nlcclAllReduce(v.data(), v.data(), v.size(), nlcclFloat, nlcclSum, comms[r], nullptr),
               nlcclInvalidUsage);
     EXPECT_NE(std::string(nlcclGetLastError(comms[r])).find("suspended"), std::string::npos);
+    EXPECT_EQ(nlcclAllGather(v.data(), v.data(), 0, nlcclFloat, comms[r], nullptr),
+              nlcclInvalidUsage)
+        << "an empty call is refused too";
     ASSERT_EQ(nlcclCommResume(comms[r]), nlcclSuccess);
     ASSERT_EQ(nlcclAllReduce(v.data(), v.data(), v.size(), nlcclFloat, nlcclSum, comms[r], nullptr),
               nlcclSuccess);
