@@ -42,12 +42,42 @@ Plan directRooted(const Request& req) {
   return plan;
 }
 
+/// Broadcast: the root sends its whole buffer to every other rank, all sends in one step, and
+/// each other rank receives once. One hop, against a binomial tree's log2(p): no rank forwards
+/// (with more ranks than cores a forwarding rank that is not running holds up its subtree), at
+/// the price of the root's p-1 sends, so the tuner takes it for small messages.
+Plan directBroadcast(const Request& req) {
+  Plan plan = pattern::shell(req, "direct");
+  plan.pipelinable = true;
+  const int p = req.nranks, root = req.root;
+  const Region buf = out(0, req.count);
+  if (req.count == 0) return plan;
+  for (int r = 0; r < p; ++r) {
+    if (!plan.builds(r)) continue;
+    Step st;
+    if (r != root) {
+      st.transfers.push_back(pattern::recv(root, buf));
+      pattern::push(plan, r, 0, std::move(st));
+      continue;
+    }
+    // Out of place the root sends from Input and copies it to Output on a channel of its own,
+    // beside its sends (ring.cpp's broadcast says why).
+    const Region src = req.inPlace ? buf : in(0, req.count);
+    for (int j = 0; j < p; ++j)
+      if (j != root) st.transfers.push_back(pattern::send(j, src));
+    pattern::push(plan, r, 0, std::move(st));
+    if (!req.inPlace) pattern::local(plan, r, 1, LocalKind::Copy, src, buf);
+  }
+  return plan;
+}
+
 }  // namespace
 
 std::vector<Entry> rootedEntries() {
   return {
       {"direct", Collective::Gather, directRooted},
       {"direct", Collective::Scatter, directRooted},
+      {"direct", Collective::Broadcast, directBroadcast},
   };
 }
 
