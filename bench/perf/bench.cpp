@@ -162,6 +162,8 @@ class RankBench {
   void issue(const CheckCase& c, const CallArgs& a);
   CallArgs argsFor(const CheckCase& c, bool inPlace, nlcclRedOp_t op);
   Measure measure(CheckCase c, bool inPlace);
+  void warmUp(const CheckCase& c, const CallArgs& a, MpiReference* mpi);
+  void warmUpSweep(const CheckCase& smallest, const CheckCase& largest);
   double timeNlccl(const CheckCase& c, const CallArgs& a, int iters, std::vector<double>* each);
   double timeMpi(MpiReference* mpi, const CheckCase& c, const CallArgs& a, int iters);
   void perIteration(const std::vector<double>& mine, Measure* m);
@@ -321,6 +323,35 @@ void RankBench::perIteration(const std::vector<double>& mine, Measure* m) {
   m->stats = statsOf(maxSec, o_.perIterSkip);
 }
 
+/// -w calls of the case by nlccl, then by MPI when it is compared.
+void RankBench::warmUp(const CheckCase& c, const CallArgs& a, MpiReference* mpi) {
+  barrier();
+  for (int i = 0; i < o_.warmup; ++i) {
+    issue(c, a);
+    if (o_.blocking) NLOK(nlcclStreamSynchronize(stream_));
+  }
+  NLOK(nlcclStreamSynchronize(stream_));
+  if (mpi != nullptr) {
+    mpi->barrier();
+    for (int i = 0; i < o_.warmup; ++i) mpi->issue(c, a.send, a.recv);
+  }
+}
+
+/// Before the first size, as nccl-tests does: a warm-up at the largest size, then at the
+/// smallest, out of place, for both libraries. Without it the first size of a sweep paid what
+/// only the first calls of a process pay (both libraries' first large calls, and, on
+/// oversubscribed cores, the scheduler settling the ranks: a 4-rank 8-byte broadcast as the
+/// first size ran 1.5-2.4x slower than as the second), and nlccl, timed first, paid most of it.
+void RankBench::warmUpSweep(const CheckCase& smallest, const CheckCase& largest) {
+  if (o_.warmup <= 0) return;
+  for (const CheckCase* c : {&largest, &smallest}) {
+    const CallArgs a = argsFor(*c, false, static_cast<nlcclRedOp_t>(nlcclSum));
+    MpiReference* mpi =
+        launch_.mpi != nullptr && launch_.mpi->supports(*c) ? launch_.mpi : nullptr;
+    warmUp(*c, a, mpi);
+  }
+}
+
 Measure RankBench::measure(CheckCase c, bool inPlace) {
   stampTest(true);
   const size_t ts = typeSize(c.type);
@@ -342,12 +373,7 @@ Measure RankBench::measure(CheckCase c, bool inPlace) {
   MpiReference* mpi = inPlace || launch_.mpi == nullptr || !launch_.mpi->supports(c)
                           ? nullptr
                           : launch_.mpi;
-  barrier();
-  for (int i = 0; i < o_.warmup; ++i) {
-    issue(c, a);
-    if (o_.blocking) NLOK(nlcclStreamSynchronize(stream_));
-  }
-  NLOK(nlcclStreamSynchronize(stream_));
+  warmUp(c, a, mpi);
   // The warm-up's last call was this collective: the communicator says which algorithm ran.
   std::string algorithm;
   if (o_.warmup > 0) {
@@ -355,10 +381,6 @@ Measure RankBench::measure(CheckCase c, bool inPlace) {
     st.size = sizeof st;
     NLOK(nlcclCommGetStats(comm_, &st));
     algorithm = st.lastAlgorithm;
-  }
-  if (mpi != nullptr) {
-    mpi->barrier();
-    for (int i = 0; i < o_.warmup; ++i) mpi->issue(c, a.send, a.recv);
   }
 
   // With MPI to compare, the iterations run in blocks that alternate between the two libraries
@@ -494,6 +516,17 @@ int RankBench::run() {
   else for (int r = 0; r < n_; ++r) roots.push_back(r);
   std::vector<int> ops = collHasOp(o_.coll) ? o_.ops : std::vector<int>{nlcclSum};
 
+  {
+    const nlcclDataType_t type = o_.types.front();
+    const size_t ts = typeSize(type);
+    sendBase_ = send_->get() + o_.unalign * ts;
+    recvBase_ = recv_->get() + o_.unalign * ts;
+    const int root = roots.front() < 0 ? 0 : roots.front();
+    auto at = [&](size_t size) {
+      return CheckCase{o_.coll, type, nlcclSum, root, rank_, n_, collCounts(o_.coll, size / ts, n_)};
+    };
+    warmUpSweep(at(o_.minBytes), at(o_.maxBytes));
+  }
   int64_t wrongTests = 0;
   for (int cycle = 0; o_.cycles == 0 || cycle < o_.cycles; ++cycle) {
     for (nlcclDataType_t type : o_.types) {

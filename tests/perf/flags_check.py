@@ -100,5 +100,18 @@ for name, coll, flags, check in CASES:
         failed += 1
         print(p.stdout[-2000:])
         print(p.stderr[-2000:])
+# -w also warms up before the sweep, as nccl-tests does: the largest size, then the smallest,
+# before the first size's own warm-up (rank 0's collectives in order, the barriers' left out).
+env = dict(os.environ, NLCCL_DEBUG="INFO", NLCCL_DEBUG_SUBSYS="COLL")
+cmd = [perf, "allreduce", "-t", "2", "-b", "1K", "-e", "4K", "-f", "4", "-n", "1", "-w", "2"]
+p = subprocess.run(cmd, capture_output=True, text=True, timeout=120, env=env)
+counts = [l.split("count ")[1].split(",")[0] for l in (p.stdout + p.stderr).splitlines()
+          if "allreduce: rank 0 of 2, count " in l and "float" in l]
+good = counts[:6] == ["1024", "1024", "256", "256", "256", "256"]
+print(("ok    " if good else "FAIL  ") + "-w before the sweep: " + " ".join(cmd[1:]))
+if not good:
+    failed += 1
+    print("rank 0's float all-reduce counts:", counts[:12])
+CASES.append(None)
 print("%d of %d flag cases applied" % (len(CASES) - failed, len(CASES)))
 sys.exit(1 if failed else 0)
