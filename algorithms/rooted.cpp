@@ -45,7 +45,9 @@ Plan directRooted(const Request& req) {
 /// Broadcast: the root sends its whole buffer to every other rank, all sends in one step, and
 /// each other rank receives once. One hop, against a binomial tree's log2(p): no rank forwards
 /// (with more ranks than cores a forwarding rank that is not running holds up its subtree), at
-/// the price of the root's p-1 sends, so the tuner takes it for small messages.
+/// the price of the root's p-1 sends. Over shm each receiver copies out of the root's buffer,
+/// so those cost the root nothing and the tuner takes it at every size; over a network the root
+/// pays each send and a tree wins large messages.
 Plan directBroadcast(const Request& req) {
   Plan plan = pattern::shell(req, "direct");
   plan.pipelinable = true;

@@ -523,7 +523,8 @@ int RankBench::run() {
     recvBase_ = recv_->get() + o_.unalign * ts;
     const int root = roots.front() < 0 ? 0 : roots.front();
     auto at = [&](size_t size) {
-      return CheckCase{o_.coll, type, nlcclSum, root, rank_, n_, collCounts(o_.coll, size / ts, n_)};
+      return CheckCase{o_.coll, type, nlcclSum, root, rank_, n_,
+                       collCounts(o_.coll, size / ts, n_)};
     };
     warmUpSweep(at(o_.minBytes), at(o_.maxBytes));
   }

@@ -112,6 +112,5 @@ print(("ok    " if good else "FAIL  ") + "-w before the sweep: " + " ".join(cmd[
 if not good:
     failed += 1
     print("rank 0's float all-reduce counts:", counts[:12])
-CASES.append(None)
-print("%d of %d flag cases applied" % (len(CASES) - failed, len(CASES)))
+print("%d of %d flag cases applied" % (len(CASES) + 1 - failed, len(CASES) + 1))
 sys.exit(1 if failed else 0)
