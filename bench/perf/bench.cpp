@@ -162,6 +162,13 @@ class RankBench {
   void issue(const CheckCase& c, const CallArgs& a);
   CallArgs argsFor(const CheckCase& c, bool inPlace, nlcclRedOp_t op);
   Measure measure(CheckCase c, bool inPlace);
+  /// Points sendBase_/recvBase_ at `type`'s first element used (-u); returns its size.
+  size_t useType(nlcclDataType_t type) {
+    const size_t ts = typeSize(type);
+    sendBase_ = send_->get() + o_.unalign * ts;
+    recvBase_ = recv_->get() + o_.unalign * ts;
+    return ts;
+  }
   void warmUp(const CheckCase& c, const CallArgs& a, MpiReference* mpi);
   void warmUpSweep(const CheckCase& smallest, const CheckCase& largest);
   double timeNlccl(const CheckCase& c, const CallArgs& a, int iters, std::vector<double>* each);
@@ -518,9 +525,7 @@ int RankBench::run() {
 
   {
     const nlcclDataType_t type = o_.types.front();
-    const size_t ts = typeSize(type);
-    sendBase_ = send_->get() + o_.unalign * ts;
-    recvBase_ = recv_->get() + o_.unalign * ts;
+    const size_t ts = useType(type);
     const int root = roots.front() < 0 ? 0 : roots.front();
     auto at = [&](size_t size) {
       return CheckCase{o_.coll, type, nlcclSum, root, rank_, n_,
@@ -531,9 +536,7 @@ int RankBench::run() {
   int64_t wrongTests = 0;
   for (int cycle = 0; o_.cycles == 0 || cycle < o_.cycles; ++cycle) {
     for (nlcclDataType_t type : o_.types) {
-      const size_t ts = typeSize(type);
-      sendBase_ = send_->get() + o_.unalign * ts;
-      recvBase_ = recv_->get() + o_.unalign * ts;
+      const size_t ts = useType(type);
       for (int op : ops) {
         const char* opStr = collHasOp(o_.coll) ? opName(op) : "none";
         for (int root : roots) {

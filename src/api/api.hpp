@@ -106,13 +106,18 @@ inline Status checkComm(nlcclComm_t comm, const char* func) {
   if (!toComm(comm)->valid()) [[unlikely]] return fail::deadComm(func);
   return Status::Success;
 }
+/// The rules of the checks below, for callers that test without reporting (api::endsEmpty).
 /// `t` and `op` are enum arguments read with rawEnum().
+inline bool validDataType(int t) { return t >= 0 && t < nlcclNumTypes; }
+inline bool validRedOp(int op) { return op >= 0 && op < nlcclNumOps; }
+inline bool validRank(int r, int nranks) { return r >= 0 && r < nranks; }
+
 inline Status checkDataType(int t, const char* func) {
-  if (t < 0 || t >= nlcclNumTypes) [[unlikely]] return fail::dataType(t, func);
+  if (!validDataType(t)) [[unlikely]] return fail::dataType(t, func);
   return Status::Success;
 }
 inline Status checkRedOp(int op, const char* func) {
-  if (op < 0 || op >= nlcclNumOps) [[unlikely]] return fail::redOp(op, func);
+  if (!validRedOp(op)) [[unlikely]] return fail::redOp(op, func);
   return Status::Success;
 }
 /// InvalidArgument when `ptr` is null while `count` elements are to be read or written.
@@ -131,7 +136,7 @@ inline Status checkCount(size_t count, size_t factor, int t, const char* name, c
   return Status::Success;
 }
 inline Status checkRank(int r, int nranks, const char* name, const char* func) {
-  if (r < 0 || r >= nranks) [[unlikely]] return fail::rank(r, nranks, name, func);
+  if (!validRank(r, nranks)) [[unlikely]] return fail::rank(r, nranks, name, func);
   return Status::Success;
 }
 /// InvalidUsage while `comm` is suspended (nlcclCommSuspend). Call after checkComm.

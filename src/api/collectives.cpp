@@ -34,9 +34,9 @@ inline bool endsEmpty(nlcclComm_t comm, const core::CollArgs& a, bool needsOp, b
   if (!c->valid() || !core::emptyCallEnds(*c, a) || c->suspended() || c->aborted() ||
       c->asyncError() != Status::Success)
     return false;
-  const int dt = static_cast<int>(a.dtype), op = static_cast<int>(a.op);
-  return dt >= 0 && dt < nlcclNumTypes && (!needsOp || (op >= 0 && op < nlcclNumOps)) &&
-         (!needsRoot || (a.root >= 0 && a.root < c->nranks()));
+  return api::validDataType(static_cast<int>(a.dtype)) &&
+         (!needsOp || api::validRedOp(static_cast<int>(a.op))) &&
+         (!needsRoot || api::validRank(a.root, c->nranks()));
 }
 
 /// Checks a collective's arguments, then issues it. `factor`: how many counts the larger buffer
