@@ -75,6 +75,10 @@ void Router::abort(Status why) {
   for (auto& t : parts_) t->abort(why);
 }
 
+void Router::releaseWakes() {
+  for (auto& t : parts_) t->releaseWakes();
+}
+
 void Router::wake(int rank) {
   for (auto& t : parts_) t->wake(rank);
 }

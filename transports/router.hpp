@@ -29,6 +29,7 @@ class Router final : public Transport {
   void waitActivity(uint32_t seen, std::chrono::nanoseconds timeout) override;
   void abort(Status why) override;
   void wake(int rank) override;
+  void releaseWakes() override;
 
  private:
   Transport* of(int peer) const;

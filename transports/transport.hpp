@@ -59,18 +59,23 @@ using AllGatherFn = std::function<Status(const void* mine, size_t bytes, void* a
 /// `readOnlySource`, set by the caller before postSend: the sender never writes the buffer
 /// during its collective (an out-of-place Input), so a peer reading it in place finds no line
 /// the sender rewrites under it or just after (shm then reads it in place from a smaller size).
+/// `holdWake`, also set before postSend: the caller posts more sends and then calls
+/// Transport::releaseWakes(), so the transport may wake this send's receiver only then (shm: one
+/// memory fence for all of a step's sends instead of one each).
 struct Request {
   std::atomic<bool> done{false};
   Status status = Status::Success;
   Timing* timing = nullptr;
   bool readOnlySource = false;
   bool streamed = false;  ///< a receive: copy into the buffer with streaming stores
+  bool holdWake = false;
   void reset() {
     done.store(false, std::memory_order_relaxed);
     status = Status::Success;
     timing = nullptr;
     readOnlySource = false;
     streamed = false;
+    holdWake = false;
   }
 };
 
@@ -89,6 +94,10 @@ class Transport {
   /// transport copies *reducer. Never blocks waiting for the peer.
   virtual Status postRecv(int peer, uint64_t tag, void* buf, size_t bytes, const Reducer* reducer,
                           Request* req) = 0;
+  /// Wakes the receivers of the sends posted with Request::holdWake since the last call, if
+  /// they sleep. Whoever posts such a send calls it before waiting for anything (or returning),
+  /// since until then a blocked receiver may not see the message.
+  virtual void releaseWakes() {}
   /// True when exchange() below is this transport's own (then the engine may call it).
   virtual bool exchanges() const { return false; }
   /// A send of `sendBytes` from `send` to `peer` and a receive of `recvBytes` from it into `recv`

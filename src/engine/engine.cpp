@@ -227,6 +227,19 @@ class CollRunner {
     const plan::StepInfo& si = cp_->steps()[s];
     const double start = clock_ ? clock_->startOf(s, loop) : 0;
     auto* tp = job_->transport;
+    // A step of several sends (the root of a direct broadcast, an all-to-all) wakes their
+    // receivers at once, after the last (Request::holdWake).
+    int sends = 0;
+    for (int xi = si.firstXfer; xi < si.firstXfer + si.numXfers; ++xi)
+      sends += cp_->transfer(xi).kind == XferKind::Send;
+    const bool hold = sends > 1;
+    struct Release {
+      transport::Transport* tp;
+      bool on;
+      ~Release() {
+        if (on) tp->releaseWakes();
+      }
+    } release{tp, hold};
     for (int xi = si.firstXfer; xi < si.firstXfer + si.numXfers; ++xi) {
       const plan::Transfer& t = cp_->transfer(xi);
       auto [ptr, bytes] = slice(t.region, loop);
@@ -241,6 +254,7 @@ class CollRunner {
         case XferKind::Send:
           job_->bytesSent += bytes;
           req->readOnlySource = readOnly(t.region.buffer);
+          req->holdWake = hold;
           NLCHECK(tp->postSend(t.peer, tag(s, loop), ptr, bytes, req));
           break;
         case XferKind::Recv:
@@ -521,24 +535,35 @@ Status runUntilDone(std::vector<CollJob>& colls, std::vector<P2PJob>& p2ps,
   std::vector<const void*> sources;
   for (P2PJob& j : p2ps)
     for (const P2POp& op : j.ops) sources.push_back(op.isSend ? sendSource(op, p2ps, batch) : nullptr);
-  for (P2PJob& j : p2ps) {
-    addTransport(j.transport);
-    const transport::TimeModel* m = j.transport->timeModel();
-    j.vcall = m ? m->clock() : 0;
-    // A collective made of grouped sends and receives pays the launch overhead as one does.
-    j.vstart = j.vend = m ? j.vcall + (j.collectiveAlgorithm ? m->launchOverhead() : 0.0) : 0;
-    j.bytesSent = 0;
-    for (const P2POp& op : j.ops) {
-      size_t i = p2pOps.size();
-      transport::Request* r = &p2pReqs[i];
-      if (m) {
-        batch.p2pTimes[i] = {j.vstart, j.vstart, false};
-        r->timing = &batch.p2pTimes[i];
+  // Receivers of the sends are woken once all are posted (Request::holdWake), on every way out.
+  struct Release {
+    const std::vector<transport::Transport*>& tps;
+    ~Release() {
+      for (auto* t : tps) t->releaseWakes();
+    }
+  };
+  {
+    Release release{transports};
+    for (P2PJob& j : p2ps) {
+      addTransport(j.transport);
+      const transport::TimeModel* m = j.transport->timeModel();
+      j.vcall = m ? m->clock() : 0;
+      // A collective made of grouped sends and receives pays the launch overhead as one does.
+      j.vstart = j.vend = m ? j.vcall + (j.collectiveAlgorithm ? m->launchOverhead() : 0.0) : 0;
+      j.bytesSent = 0;
+      for (const P2POp& op : j.ops) {
+        size_t i = p2pOps.size();
+        transport::Request* r = &p2pReqs[i];
+        if (m) {
+          batch.p2pTimes[i] = {j.vstart, j.vstart, false};
+          r->timing = &batch.p2pTimes[i];
+        }
+        if (op.isSend) j.bytesSent += op.bytes;
+        p2pOps.emplace_back(&j, &op);
+        r->holdWake = op.isSend;
+        if (op.isSend) NLCHECK(j.transport->postSend(op.peer, op.tag, sources[i], op.bytes, r));
+        else NLCHECK(j.transport->postRecv(op.peer, op.tag, op.buf, op.bytes, nullptr, r));
       }
-      if (op.isSend) j.bytesSent += op.bytes;
-      p2pOps.emplace_back(&j, &op);
-      if (op.isSend) NLCHECK(j.transport->postSend(op.peer, op.tag, sources[i], op.bytes, r));
-      else NLCHECK(j.transport->postRecv(op.peer, op.tag, op.buf, op.bytes, nullptr, r));
     }
   }
 

@@ -170,6 +170,59 @@ TEST(ShmLL, EpochMovesForAnArrivalAfterProgressLookedAtAnother) {
   EXPECT_EQ(runForked(3, body), (std::vector<int>{0, 0, 0}));
 }
 
+// Sends posted with Request::holdWake wake their receivers at releaseWakes(), with one fence for
+// all (the root of a direct broadcast paid a cross-core round trip per receiver before). The
+// receivers sleep in waitActivity; nothing but releaseWakes rings their doorbells here. A wait
+// wakes every 50 ms to check its peers and is awake for a few microseconds then, so the sender
+// tries up to 20 times, a record each time, until each receiver's doorbell has rung.
+TEST(ShmLL, HeldWakesRingSleepingReceiversAtRelease) {
+  auto codes = runForked(3, [](int rank, Shared* sh) {
+    auto t = makeTransport(sh, rank, 3);
+    CHILD_CHECK(t);
+    auto waitFlag = [&](int i) {
+      const auto end = Clock::now() + std::chrono::seconds(20);
+      while (sh->flag[i].load() == 0 && Clock::now() < end) usleep(100);
+      return sh->flag[i].load() != 0;
+    };
+    const char out[8] = {7, 6, 5, 4, 3, 2, 1, 0};
+    if (rank == 0) {  // flags: 1, 2 ready; 3, 4 rung; 5, 6 records sent to 1, 2; 7 done
+      CHILD_CHECK(waitFlag(1) && waitFlag(2));
+      Request reqs[2][20];
+      for (int k = 0; k < 20 && !(sh->flag[3].load() && sh->flag[4].load()); ++k) {
+        usleep(100 * 1000);  // the receivers sleep meanwhile
+        for (int r = 1; r <= 2; ++r) {
+          if (sh->flag[r + 2].load()) continue;
+          Request& s = reqs[r - 1][k];
+          s.holdWake = true;
+          CHILD_CHECK(t->postSend(r, 100 + k, out, sizeof out, &s) == Status::Success);
+          CHILD_CHECK(s.done.load());  // LL: complete once written
+          sh->flag[r + 4].store(k + 1);
+        }
+        t->releaseWakes();
+      }
+      sh->flag[7].store(1);
+      return 0;
+    }
+    const uint32_t rings = t->doorbellRings();
+    sh->flag[rank].store(1);
+    const auto end = Clock::now() + std::chrono::seconds(15);
+    while (t->doorbellRings() == rings && Clock::now() < end)
+      t->waitActivity(t->activityEpoch(), std::chrono::seconds(1));
+    CHILD_CHECK(t->doorbellRings() != rings);
+    sh->flag[rank + 2].store(1);
+    CHILD_CHECK(waitFlag(7));
+    for (int k = 0; k < sh->flag[rank + 4].load(); ++k) {
+      char in[8] = {};
+      Request r;
+      CHILD_CHECK(t->postRecv(0, 100 + k, in, sizeof in, nullptr, &r) == Status::Success);
+      CHILD_CHECK(drive(*t, {&r}, milliseconds(10000)) == Status::Success);
+      CHILD_CHECK(std::memcmp(in, out, sizeof in) == 0);
+    }
+    return 0;
+  });
+  EXPECT_EQ(codes, (std::vector<int>{0, 0, 0}));
+}
+
 TEST(ShmLL, FullFifoWakesTheSenderAndRecordsMoveAside) {
   ScopedEnv ll("NLCCL_SHM_LL_BYTES", "4096");
   auto codes = runForked(2, [](int rank, Shared* sh) {

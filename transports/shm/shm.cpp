@@ -169,7 +169,15 @@ Status ShmTransport::sendLocked(int peer, uint64_t tag, const void* buf, size_t 
   }
   Peer& p = peers_[static_cast<size_t>(peer)];
   if (p.sends.empty() && p.gone == Gone::No && !op.direct && bytes <= llMax(p) && pumpLL(p, op)) {
-    p.seg.wakeIfSleeping();  // the small-message fast path: straight into the peer's lines
+    // The small-message fast path: straight into the peer's lines. Waking the peer if it sleeps
+    // takes a fence that waits for those lines to leave this core (a cross-core round trip), so
+    // a step's sends share one (releaseWakes).
+    if (!req->holdWake) {
+      p.seg.wakeIfSleeping();
+    } else if (!p.wakeHeld) {
+      p.wakeHeld = true;
+      heldWakes_.push_back(peer);
+    }
     complete(req, Status::Success);
     return Status::Success;
   }
@@ -599,6 +607,19 @@ void ShmTransport::abort(Status why) {
   own_.header()->aborted.compare_exchange_strong(expected, static_cast<int>(why));
   for (Peer& p : peers_)
     if (p.seg.valid()) p.seg.ringDoorbell();
+}
+
+void ShmTransport::releaseWakes() {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (heldWakes_.empty()) return;
+  // One fence for all (Segment::wakeIfSleeping's pairing with the receiver's sleepers count).
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+  for (int peer : heldWakes_) {
+    Peer& p = peers_[static_cast<size_t>(peer)];
+    p.wakeHeld = false;
+    if (p.seg.sleeping()) p.seg.ringDoorbell();
+  }
+  heldWakes_.clear();
 }
 
 void ShmTransport::wake(int rank) {

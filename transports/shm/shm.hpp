@@ -116,7 +116,10 @@ class ShmTransport final : public Transport {
   void waitActivity(uint32_t seen, std::chrono::nanoseconds timeout) override;
   void abort(Status why) override;
   void wake(int rank) override;
+  void releaseWakes() override;
 
+  /// Times this rank's doorbell has been rung (its futex word; for tests).
+  uint32_t doorbellRings() const { return own_.header()->epoch.load(std::memory_order_acquire); }
   /// Payload bytes per slot and slots per FIFO of this rank's incoming FIFOs.
   uint64_t slotBytes() const { return own_.slotBytes(); }
   uint32_t slots() const { return own_.slots(); }
@@ -182,6 +185,7 @@ class ShmTransport final : public Transport {
     uint64_t llHead = 0;      // lines we have written into the peer's LL FIFO
     uint64_t llTailSeen = 0;  // its llTail as last read
     uint64_t llTail = 0;      // lines of our LL FIFO from the peer we have consumed
+    bool wakeHeld = false;    // an LL record to the peer waits for releaseWakes to wake it
     // Single copy, sending side.
     RingQueue<InFlight> inflight;
     uint64_t directPosted = 0;
@@ -272,6 +276,9 @@ class ShmTransport final : public Transport {
   RingQueue<SendOp> selfSends_;  // messages to ourselves match locally
   RingQueue<RecvOp> selfRecvs_;
   std::mutex mu_;
+  /// Peers whose wake-ups wait for releaseWakes (Request::holdWake; at most one entry each, so
+  /// the capacity reserved at setup is never exceeded).
+  std::vector<int> heldWakes_;
   Status failed_ = Status::Success;
   std::chrono::steady_clock::time_point nextCheck_;
   uint32_t progressCalls_ = 0;             ///< under mu_

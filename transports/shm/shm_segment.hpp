@@ -149,8 +149,11 @@ class Segment {
   /// `sleepers` increment before its last look at the lines (Dekker).
   void wakeIfSleeping() const {
     std::atomic_thread_fence(std::memory_order_seq_cst);
-    if (header()->sleepers.load(std::memory_order_relaxed) > 0) ringDoorbell();
+    if (sleeping()) ringDoorbell();
   }
+  /// Whether an owner thread is blocked on the doorbell; a seq_cst fence after the stores the
+  /// owner should see must come first (as in wakeIfSleeping).
+  bool sleeping() const { return header()->sleepers.load(std::memory_order_relaxed) > 0; }
 
  private:
   size_t ringIndex(int src) const { return static_cast<size_t>(src < owner_ ? src : src - 1); }

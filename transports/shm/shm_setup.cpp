@@ -121,6 +121,7 @@ Status ShmTransport::setup(const AllGatherFn& allGather) {
   NLCHECK(shm::Segment::create(nranks_, rank_, slots, slotBytes, llLines, &own_));
   nextCheck_ = std::chrono::steady_clock::now();
   peers_.resize(static_cast<size_t>(nranks_));
+  heldWakes_.reserve(static_cast<size_t>(nranks_));
   selfSends_.reserve(kQueueDepth);
   selfRecvs_.reserve(kQueueDepth);
   INFO(log::kShm,
