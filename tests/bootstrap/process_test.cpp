@@ -37,13 +37,35 @@ pid_t forkRank(Fn fn) {
   return pid;
 }
 
-TEST(BootstrapProcess, ForkedRanksFormABootstrap) {
-  UniqueId id;
-  ASSERT_EQ(createUniqueId(&id), Status::Success);
-  const int n = 4;
+/// Forks `n` ranks before the root's thread exists, then creates the root and hands each rank
+/// the id through a pipe. A child forked while another thread of the parent holds a lock (the
+/// root thread's OpenSSL locks in HMAC/RAND_bytes during an earlier rank's handshake) inherits
+/// it locked forever and deadlocks in its own handshake.
+template <typename Fn>
+std::vector<pid_t> forkRanksThenRoot(int n, UniqueId* id, Fn fn) {
+  int p[2];
+  if (pipe(p) != 0) return {};
   std::vector<pid_t> pids;
   for (int r = 0; r < n; ++r) {
     pids.push_back(forkRank([&, r]() -> int {
+      close(p[1]);
+      UniqueId got;
+      if (read(p[0], &got, sizeof(got)) != static_cast<ssize_t>(sizeof(got))) return 100;
+      return fn(r, got);
+    }));
+  }
+  close(p[0]);
+  if (createUniqueId(id) == Status::Success)
+    for (int r = 0; r < n; ++r)
+      if (write(p[1], id, sizeof(*id)) != static_cast<ssize_t>(sizeof(*id))) break;
+  close(p[1]);  // on failure the ranks read EOF and exit 100
+  return pids;
+}
+
+TEST(BootstrapProcess, ForkedRanksFormABootstrap) {
+  UniqueId id;
+  const int n = 4;
+  auto pids = forkRanksThenRoot(n, &id, [&](int r, const UniqueId& id) -> int {
       std::unique_ptr<Bootstrap> b;
       if (Bootstrap::init(id, r, n, 10s, &b) != Status::Success) return 1;
       int64_t mine = getpid(), all[n];
@@ -54,21 +76,18 @@ TEST(BootstrapProcess, ForkedRanksFormABootstrap) {
       int64_t v = r == 2 ? 777 : 0;
       if (b->broadcast(&v, sizeof(v), 2) != Status::Success || v != 777) return 5;
       return b->health() == Status::Success ? 0 : 6;
-    }));
-  }
+  });
+  ASSERT_EQ(pids.size(), static_cast<size_t>(n));
   for (int r = 0; r < n; ++r) EXPECT_EQ(reap(pids[r]), 0) << "rank " << r;
   EXPECT_TRUE(test::rootFinished(id));
 }
 
 TEST(BootstrapProcess, KilledRankTurnsOthersRemoteError) {
   UniqueId id;
-  ASSERT_EQ(createUniqueId(&id), Status::Success);
   const int n = 4, victim = 3;
   int pipefd[2];
   ASSERT_EQ(pipe(pipefd), 0);
-  std::vector<pid_t> pids;
-  for (int r = 0; r < n; ++r) {
-    pids.push_back(forkRank([&, r]() -> int {
+  auto pids = forkRanksThenRoot(n, &id, [&](int r, const UniqueId& id) -> int {
       close(pipefd[0]);
       std::unique_ptr<Bootstrap> b;
       if (Bootstrap::init(id, r, n, 10s, &b) != Status::Success) return 1;
@@ -91,9 +110,9 @@ TEST(BootstrapProcess, KilledRankTurnsOthersRemoteError) {
       if (b->health() != Status::RemoteError) return 3;
       if (log::lastError().find("rank 3 disconnected") == std::string::npos) return 4;
       return 0;
-    }));
-  }
+  });
   close(pipefd[1]);
+  ASSERT_EQ(pids.size(), static_cast<size_t>(n));
   ASSERT_TRUE(test::waitFor([&] {
     RootStats s;
     return rootStats(id, &s) && s.joined == n;
