@@ -229,10 +229,7 @@ class CollRunner {
     auto* tp = job_->transport;
     // A step of several sends (the root of a direct broadcast, an all-to-all) wakes their
     // receivers at once, after the last (Request::holdWake).
-    int sends = 0;
-    for (int xi = si.firstXfer; xi < si.firstXfer + si.numXfers; ++xi)
-      sends += cp_->transfer(xi).kind == XferKind::Send;
-    const bool hold = sends > 1;
+    const bool hold = si.numSends > 1;
     struct Release {
       transport::Transport* tp;
       bool on;

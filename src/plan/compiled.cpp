@@ -93,6 +93,7 @@ Status Compiler::addRank(int r, const RankPlan& rp, bool keepPointers) {
                     static_cast<int>(st.transfers.size())};
       for (const LocalOp& op : st.locals)
         (op.kind == LocalKind::Reduce ? info.reduceElems : info.copyElems) += op.src.count;
+      for (const Transfer& t : st.transfers) info.numSends += t.kind == XferKind::Send;
       if (prev >= 0) c_.steps_[static_cast<size_t>(prev)].next = sid;
       c_.steps_.push_back(info);
       if (keepPointers) c_.stepPtr_.push_back(&st);

@@ -55,6 +55,7 @@ struct StepInfo {
   /// depends on, kept when the Plan itself is not (compileRanks).
   size_t copyElems = 0;
   size_t reduceElems = 0;
+  int numSends = 0;  ///< its transfers of kind Send (the engine holds their wake-ups when > 1)
 };
 
 /// One transfer of a step, with the messages it takes part in.
