@@ -25,7 +25,12 @@ struct Link::Impl {
   tcp::socket sock;
   asio::steady_timer retry;
   asio::executor_work_guard<asio::io_context::executor_type> guard;
+  // The io thread holds a reference to this Impl: a thread that shutdown() stops waiting for
+  // (stuck in a handler: a failure callback that blocks, a library lock inherited across fork)
+  // is detached and keeps what it runs on alive, instead of hanging the rank or running on
+  // freed memory.
   std::thread thread;
+  bool exited = false;  ///< the io thread has left io.run() (under mu)
 
   mutable std::mutex mu;
   std::condition_variable cv;
@@ -359,17 +364,46 @@ struct Link::Impl {
       retry.cancel();
     });
     guard.reset();
-    if (thread.joinable()) {
-      if (thread.get_id() == std::this_thread::get_id()) {
-        thread.detach();  // destroyed from a failure callback: cannot join ourselves
-      } else {
-        thread.join();
-      }
+    if (!thread.joinable()) return;
+    if (thread.get_id() == std::this_thread::get_id()) {
+      thread.detach();  // destroyed from a failure callback: cannot join ourselves
+      return;
     }
+    bool out;
+    {
+      std::unique_lock<std::mutex> lock(mu);
+      out = cv.wait_for(lock, kJoinBound, [this] { return exited; });
+    }
+    if (out) {
+      thread.join();
+      return;
+    }
+    WARN("bootstrap: the connection's io thread did not stop within %lld ms (stuck in a "
+         "handler); leaving it behind",
+         static_cast<long long>(kJoinBound.count()));
+    thread.detach();
+  }
+
+  /// How long shutdown() waits for the io thread: its handlers are short, and its closing ones
+  /// run at once.
+  static constexpr std::chrono::milliseconds kJoinBound{2000};
+
+  /// Runs on the io thread: the io loop until shutdown, then says so.
+  static void run(const std::shared_ptr<Impl>& self) {
+    try {
+      self->io.run();
+    } catch (const std::exception& e) {
+      self->fail(Status::InternalError, std::string("bootstrap: reader thread failed: ") + e.what());
+    }
+    {
+      std::lock_guard<std::mutex> lock(self->mu);
+      self->exited = true;
+    }
+    self->cv.notify_all();
   }
 };
 
-Link::Link(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+Link::Link(std::shared_ptr<Impl> impl) : impl_(std::move(impl)) {}
 
 Link::~Link() { close(); }
 
@@ -378,7 +412,7 @@ Status Link::connect(const Endpoint& ep, int32_t rank, int32_t nranks,
                      std::shared_ptr<Link>* out) {
   std::shared_ptr<Link> link;
   try {
-    link.reset(new Link(std::make_unique<Impl>()));
+    link.reset(new Link(std::make_shared<Impl>()));
   } catch (const std::exception& e) {
     WARN("bootstrap: cannot create the connection: %s", e.what());
     return Status::SystemError;
@@ -396,13 +430,7 @@ Status Link::connect(const Endpoint& ep, int32_t rank, int32_t nranks,
   }
   tcp::endpoint target(addr, ep.port);
   asio::post(im->io, [im, target, deadline] { im->attemptConnect(target, deadline); });
-  im->thread = std::thread([im] {
-    try {
-      im->io.run();
-    } catch (const std::exception& e) {
-      im->fail(Status::InternalError, std::string("bootstrap: reader thread failed: ") + e.what());
-    }
-  });
+  im->thread = std::thread([self = link->impl_] { Impl::run(self); });
   std::unique_lock<std::mutex> lock(im->mu);
   im->cv.wait_until(lock, deadline, [im] { return im->connectState != 0; });
   int state = im->connectState;

@@ -60,14 +60,16 @@ class Link {
   void setFailureCallback(FailureCallback cb);
 
   /// Sends goodbye, drains queued writes (bounded wait), closes and joins the reader thread.
+  /// A reader thread that does not stop within 2 s (stuck in a handler) is left running on its
+  /// own reference to the link's state, with a warning: close() never hangs.
   void close();
-  /// Closes without goodbye: the root tells every other rank this one is gone.
+  /// Closes without goodbye: the root tells every other rank this one is gone. Bounded as close().
   void abort();
 
  private:
   struct Impl;
-  explicit Link(std::unique_ptr<Impl> impl);
-  std::unique_ptr<Impl> impl_;
+  explicit Link(std::shared_ptr<Impl> impl);
+  std::shared_ptr<Impl> impl_;  ///< shared with the io thread (link.cpp's Impl says why)
 };
 
 }  // namespace nlccl::bootstrap

@@ -2,6 +2,9 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <condition_variable>
+#include <mutex>
+#include <thread>
 #include <cstring>
 
 #include "bootstrap/helpers.hpp"
@@ -131,6 +134,52 @@ TEST(Bootstrap, AbortedRankTurnsOthersUnhealthyAndWakesWaiters) {
   EXPECT_EQ(res[1].status, Status::RemoteError) << res[1].error;
   EXPECT_EQ(res[2].status, Status::Success) << res[2].error;
   EXPECT_EQ(callbacks.load(), 2);
+  EXPECT_TRUE(test::rootFinished(id));
+}
+
+// A rank whose io thread is stuck in a handler (here its failure callback blocks; in the field,
+// a library lock a fork inherited) still leaves within the bound instead of hanging in a join.
+TEST(Bootstrap, StuckIoThreadDoesNotHangAbort) {
+  UniqueId id;
+  ASSERT_EQ(createUniqueId(&id), Status::Success);
+  std::mutex mu;
+  std::condition_variable cv;
+  bool inCallback = false, release = false;
+  double abortSec = -1;
+  auto res = runRanks(id, 2, allRanks(2), 5s, [&](Bootstrap& b) -> Status {
+    if (b.rank() == 1) {
+      b.setFailureCallback([&](Status, const std::string&) {
+        std::unique_lock<std::mutex> lock(mu);
+        inCallback = true;
+        cv.notify_all();
+        cv.wait(lock, [&] { return release; });  // the io thread is stuck here
+      });
+    }
+    NLCHECK(b.barrier());
+    if (b.rank() == 0) {
+      b.abort();
+      return Status::Success;
+    }
+    {
+      std::unique_lock<std::mutex> lock(mu);
+      if (!cv.wait_for(lock, 5s, [&] { return inCallback; })) return Status::InternalError;
+    }
+    const auto t0 = std::chrono::steady_clock::now();
+    b.abort();  // joins the io thread: bounded, although the thread cannot stop
+    abortSec = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    {
+      // The left-behind thread finishes on the state it holds, and closes its socket (until
+      // then the root counts this rank as live, and this Bootstrap's end waits for the root).
+      std::lock_guard<std::mutex> lock(mu);
+      release = true;
+    }
+    cv.notify_all();
+    return Status::Success;
+  });
+  EXPECT_EQ(res[0].status, Status::Success) << res[0].error;
+  EXPECT_EQ(res[1].status, Status::Success) << res[1].error;
+  EXPECT_GE(abortSec, 1.5) << "abort should have waited for the io thread first";
+  EXPECT_LT(abortSec, 4.0) << "abort hung on a stuck io thread";
   EXPECT_TRUE(test::rootFinished(id));
 }
 
