@@ -162,6 +162,9 @@ int exchangeRank(const ExchangeCase& c, int rank, Shared* sh) {
   if (st != Status::Success) fprintf(stderr, "rank %d: drive: %s\n", rank, statusName(st));
   CHILD_CHECK(st == Status::Success);
   CHILD_CHECK((t->registrations() > 0) == c.registration);
+  // Eager payloads of 4 KiB and more go from the caller's buffer, unless buffers need
+  // registering (then they are copied into the registered control buffer).
+  CHILD_CHECK((t->gatheredSends() > 0) == !c.registration);
   for (size_t m = 0; m < msgs.size(); ++m) {
     std::vector<char> want(msgs[m].bytes);
     fill(want, msgs[m].peer, rank, msgs[m].id);

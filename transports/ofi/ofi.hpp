@@ -4,8 +4,10 @@
 // Protocol (ofi_wire.hpp has the formats). Every message, whatever its nlccl tag, starts with a
 // control message to its peer:
 // - Eager (at most NLCCL_OFI_EAGER_BYTES): header and data in one control message. The sender
-//   copies the data into a registered buffer; the send completes when the provider completes
-//   that message, not before: with manual progress (tcp, shm) a message the provider has not
+//   sends the data from the caller's buffer as the message's second part (fi_tsendv; from 4 KiB,
+//   where the provider takes unregistered buffers), or copies it in behind the header (smaller
+//   payloads, and providers with FI_MR_LOCAL such as efa); the send completes when the provider
+//   completes that message, not before: with manual progress (tcp, shm) a message the provider has not
 //   finished sending moves only while this rank keeps calling it, and a rank whose collective
 //   is done may be busy elsewhere (in MPI, say) for a long time. The receiver copies (or reduces)
 //   it out of its control buffer, or keeps a copy when no receive is posted yet.
@@ -146,6 +148,8 @@ class OfiTransport final : public Transport {
   int activePeers() const;
   /// Grants this rank sent ahead of an Rts (receives posted before their message announced itself).
   uint64_t earlyGrants() const;
+  /// Eager messages sent from the caller's buffer (header and payload as two parts), not copied.
+  uint64_t gatheredSends() const;
 
  private:
   enum class OpKind : uint8_t { CtrlRecv, CtrlSend, DataRecv, DataSend };
@@ -306,6 +310,10 @@ class OfiTransport final : public Transport {
   std::string providerName_;
   size_t eagerBytes_ = 0;
   size_t ctrlBytes_ = 0;     // header + eager payload
+  // Eager payloads of at least this many bytes go out from the sender's buffer as the second
+  // part of a two-part send (fi_tsendv) instead of being copied behind the header; SIZE_MAX when
+  // the provider needs registered buffers (FI_MR_LOCAL) or sends one part at a time.
+  size_t gatherFromBytes_ = SIZE_MAX;
   size_t fragBytes_ = 0;     // largest fragment of a rendezvous message
   size_t bounceBytes_ = 0;   // bounce chunk (reduce on arrival)
   size_t grantWindow_ = 0;   // granted, not yet arrived bytes per message
@@ -316,6 +324,7 @@ class OfiTransport final : public Transport {
   size_t preRx_ = 0;         // data receives posted by Grants (at most rxCap_ / 4)
   size_t preBounce_ = 0;     // bounce chunks they hold (at most kBounceChunks / 2)
   uint64_t grantsSent_ = 0;
+  uint64_t gatheredSends_ = 0;
   uint64_t rndvRecvs_ = 0;   // rendezvous receives matched or granted ahead (for the log)
   ofi::TagLayout tags_;
   std::unique_ptr<ofi::Fabric> fab_;

@@ -18,6 +18,9 @@ constexpr auto kProbeAfter = std::chrono::milliseconds(1000);
 constexpr auto kUnreachableAfter = std::chrono::milliseconds(2000);
 /// Bounce chunks for reduce on arrival (each bounceBytes_), allocated on first need.
 constexpr size_t kBounceChunks = 32;
+/// Smallest eager payload sent from the sender's buffer rather than copied (OfiTransport's
+/// gatherFromBytes_).
+constexpr size_t kGatherFromBytes = 4096;
 /// Eager messages a sender remembers per peer to tell a Grant for one of them (at least credits).
 constexpr size_t kEagerLog = 1024;
 

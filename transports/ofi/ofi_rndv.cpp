@@ -3,6 +3,7 @@
 #include <rdma/fi_endpoint.h>
 #include <rdma/fi_errno.h>
 #include <rdma/fi_tagged.h>
+#include <sys/uio.h>
 
 #include <algorithm>
 #include <cinttypes>
@@ -41,14 +42,26 @@ Status OfiTransport::pumpCtrl(int peer) {
     o.h.credits = static_cast<uint16_t>(std::min<uint32_t>(p.toReturn, 0xffff));
     std::memcpy(op->buf, &o.h, sizeof o.h);
     size_t len = sizeof o.h;
-    if (o.h.type == MsgType::Eager && o.h.bytes) {
+    const bool eager = o.h.type == MsgType::Eager && o.h.bytes > 0;
+    const bool gather = eager && o.h.bytes >= gatherFromBytes_;
+    if (eager && !gather) {
       std::memcpy(op->buf + len, o.payload, o.h.bytes);
       len += o.h.bytes;
     }
     op->bytes = len;
     op->critical = true;
-    int rc = fi_tsend(fab_->ep, op->buf, len, op->desc, p.addr,
-                      tags_.make(TagKind::Ctrl, rank_, 0), op->fiContext);
+    const uint64_t ctrlTag = tags_.make(TagKind::Ctrl, rank_, 0);
+    int rc;
+    if (gather) {
+      // The header from our buffer, the payload from the caller's: the send completes (and
+      // with it the request) only once the provider is done with both.
+      iovec iov[2] = {{op->buf, len}, {const_cast<char*>(o.payload), o.h.bytes}};
+      void* desc[2] = {op->desc, nullptr};
+      rc = static_cast<int>(fi_tsendv(fab_->ep, iov, desc, 2, p.addr, ctrlTag, op->fiContext));
+    } else {
+      rc = static_cast<int>(fi_tsend(fab_->ep, op->buf, len, op->desc, p.addr, ctrlTag,
+                                     op->fiContext));
+    }
     if (rc != 0) {
       freeOp(op);
       if (rc == -FI_EAGAIN) break;  // progress() tries again
@@ -57,6 +70,7 @@ Status OfiTransport::pumpCtrl(int peer) {
     }
     ++txPosted_;
     ++criticalTx_;
+    gatheredSends_ += gather;
     p.toReturn -= o.h.credits;
     --p.credits;
     if (o.req) {  // Eager: completes with the provider's send

@@ -281,6 +281,8 @@ Status OfiTransport::setup(const AllGatherFn& allGather, const Options& opt) {
     // The test knob runs the registration path (efa's) over providers that need none.
     uint64_t mrMode = info->domain_attr->mr_mode | (opt.forceMrLocal ? FI_MR_LOCAL : 0);
     mr_ = std::make_unique<ofi::MrCache>(fab_->domain, fab_->ep, mrMode, opt.mrCacheEntries);
+    // Below a few KiB the copy costs less than the provider's handling of a second part.
+    if (!mr_->needed() && info->tx_attr->iov_limit >= 2) gatherFromBytes_ = ofi::kGatherFromBytes;
     INFO(log::kNet | log::kInit,
          "ofi: rank %d: provider %s (fabric %s, domain %s), mr_mode 0x%x, max_msg_size %zu, "
          "eager %zu bytes, %d credits, fragments %zu, bounce %zu, %s wait",
@@ -460,6 +462,11 @@ bool OfiTransport::blocksOnFd() const {
 uint64_t OfiTransport::earlyGrants() const {
   std::lock_guard<std::mutex> lock(mu_);
   return grantsSent_;
+}
+
+uint64_t OfiTransport::gatheredSends() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return gatheredSends_;
 }
 
 int OfiTransport::activePeers() const {
