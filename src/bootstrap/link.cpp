@@ -393,7 +393,8 @@ struct Link::Impl {
     try {
       self->io.run();
     } catch (const std::exception& e) {
-      self->fail(Status::InternalError, std::string("bootstrap: reader thread failed: ") + e.what());
+      self->fail(Status::InternalError,
+                 std::string("bootstrap: reader thread failed: ") + e.what());
     }
     {
       std::lock_guard<std::mutex> lock(self->mu);

@@ -242,7 +242,7 @@ TEST(BootstrapAuth, RootRefusalReachesTheRankWithItsReason) {
 
 // A process that forks while another of its threads is inside the handshake's cryptography (the
 // root's thread answering a rank, a rank's io thread): the child's own handshake must not block on
-// a lock of OpenSSL's that the fork copied held. Without auth.cpp's fork guard, about 3 in 100
+// a lock of OpenSSL's that the fork copied held. Without auth.cpp's fork guard, about 4 in 100
 // such children hung here.
 TEST(BootstrapAuth, ForkDuringHandshakeCryptographyLeavesTheChildWorking) {
   Secret secret{};

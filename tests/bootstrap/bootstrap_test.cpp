@@ -3,9 +3,9 @@
 
 #include <atomic>
 #include <condition_variable>
+#include <cstring>
 #include <mutex>
 #include <thread>
-#include <cstring>
 
 #include "bootstrap/helpers.hpp"
 

@@ -7,10 +7,10 @@
 //   sends the data from the caller's buffer as the message's second part (fi_tsendv; from 4 KiB,
 //   where the provider takes unregistered buffers), or copies it in behind the header (smaller
 //   payloads, and providers with FI_MR_LOCAL such as efa); the send completes when the provider
-//   completes that message, not before: with manual progress (tcp, shm) a message the provider has not
-//   finished sending moves only while this rank keeps calling it, and a rank whose collective
-//   is done may be busy elsewhere (in MPI, say) for a long time. The receiver copies (or reduces)
-//   it out of its control buffer, or keeps a copy when no receive is posted yet.
+//   completes that message, not before: with manual progress (tcp, shm) a message the provider
+//   has not finished sending moves only while this rank keeps calling it, and a rank whose
+//   collective is done may be busy elsewhere (in MPI, say) for a long time. The receiver copies
+//   (or reduces) it out of its control buffer, or keeps a copy when no receive is posted yet.
 // - Rendezvous (larger): Rts(tag, bytes, msgId). Once the receive is matched, the receiver posts
 //   tagged receives for the fragments it grants and sends Cts(msgId, range, first data id); the
 //   sender then sends each fragment with that tag. Fragments go straight into the destination, or
