@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstring>
 #include <optional>
+#include <span>
 
 #include "engine/step_clock.hpp"
 #include "engine/trace_events.hpp"
@@ -21,6 +22,15 @@ constexpr int kMaxLoops = 64;
 /// Largest message of a one-exchange step handed to Transport::exchange whole (its timeout counts
 /// from the call, not from the last progress, which a message this small never needs).
 constexpr size_t kExchangeMaxBytes = 64 * 1024;
+
+/// Sends posted with Request::holdWake wake their receivers here: releaseWakes() on each of
+/// `tps` when the scope ends, on every way out (an NLCHECK return too).
+struct WakeRelease {
+  std::span<transport::Transport* const> tps;
+  ~WakeRelease() {
+    for (transport::Transport* t : tps) t->releaseWakes();
+  }
+};
 }  // namespace
 
 /// Runs one rank's part of a compiled Plan. Every step instance (step, loop) starts when the
@@ -226,17 +236,11 @@ class CollRunner {
     if (trace::enabled()) stepStart_[s - first_] = trace::nowUs();
     const plan::StepInfo& si = cp_->steps()[s];
     const double start = clock_ ? clock_->startOf(s, loop) : 0;
-    auto* tp = job_->transport;
+    transport::Transport* const tp = job_->transport;
     // A step of several sends (the root of a direct broadcast, an all-to-all) wakes their
     // receivers at once, after the last (Request::holdWake).
     const bool hold = si.numSends > 1;
-    struct Release {
-      transport::Transport* tp;
-      bool on;
-      ~Release() {
-        if (on) tp->releaseWakes();
-      }
-    } release{tp, hold};
+    const WakeRelease release{{&tp, hold ? 1u : 0u}};
     for (int xi = si.firstXfer; xi < si.firstXfer + si.numXfers; ++xi) {
       const plan::Transfer& t = cp_->transfer(xi);
       auto [ptr, bytes] = slice(t.region, loop);
@@ -530,19 +534,21 @@ Status runUntilDone(std::vector<CollJob>& colls, std::vector<P2PJob>& p2ps,
   p2pOps.reserve(nP2P);
   // Staging copies are taken before anything is posted: a receive may land at once.
   std::vector<const void*> sources;
-  for (P2PJob& j : p2ps)
-    for (const P2POp& op : j.ops) sources.push_back(op.isSend ? sendSource(op, p2ps, batch) : nullptr);
-  // Receivers of the sends are woken once all are posted (Request::holdWake), on every way out.
-  struct Release {
-    const std::vector<transport::Transport*>& tps;
-    ~Release() {
-      for (auto* t : tps) t->releaseWakes();
+  size_t p2pSends = 0;
+  for (P2PJob& j : p2ps) {
+    addTransport(j.transport);
+    for (const P2POp& op : j.ops) {
+      sources.push_back(op.isSend ? sendSource(op, p2ps, batch) : nullptr);
+      p2pSends += op.isSend;
     }
-  };
+  }
+  // Several sends wake their receivers once all are posted (Request::holdWake), as a step's do.
+  const bool hold = p2pSends > 1;
   {
-    Release release{transports};
+    // `transports` is complete here: the span stays valid.
+    const WakeRelease release{hold ? std::span<transport::Transport* const>(transports)
+                                   : std::span<transport::Transport* const>()};
     for (P2PJob& j : p2ps) {
-      addTransport(j.transport);
       const transport::TimeModel* m = j.transport->timeModel();
       j.vcall = m ? m->clock() : 0;
       // A collective made of grouped sends and receives pays the launch overhead as one does.
@@ -557,7 +563,7 @@ Status runUntilDone(std::vector<CollJob>& colls, std::vector<P2PJob>& p2ps,
         }
         if (op.isSend) j.bytesSent += op.bytes;
         p2pOps.emplace_back(&j, &op);
-        r->holdWake = op.isSend;
+        r->holdWake = hold && op.isSend;
         if (op.isSend) NLCHECK(j.transport->postSend(op.peer, op.tag, sources[i], op.bytes, r));
         else NLCHECK(j.transport->postRecv(op.peer, op.tag, op.buf, op.bytes, nullptr, r));
       }
