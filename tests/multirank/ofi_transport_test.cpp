@@ -331,11 +331,24 @@ TEST_P(OfiTransportTest, SizeMismatchIsInvalidUsage) {
 
 // Unset (or 0), the eager limit is the provider's: 512 KiB over tcp, where a message of up to
 // one fragment is cheaper copied out of a control buffer than granted (docs/ofi.md), 64 KiB
-// elsewhere; a set value holds.
+// elsewhere; a set value holds. Over tcp it halves in larger jobs, so that the control buffers
+// for every peer (credits + 4 each) stay within 128 MiB.
 TEST_P(OfiTransportTest, EagerLimitIsTheProvidersUnlessSet) {
+  using transport::OfiTransport;
   const bool tcp = std::string(GetParam()) != "shm";
-  EXPECT_EQ(transport::OfiTransport::defaultEagerBytes(tcp ? "tcp;ofi_rxm" : "shm"),
+  const char* provider = tcp ? "tcp;ofi_rxm" : "shm";
+  EXPECT_EQ(OfiTransport::defaultEagerBytes(provider, 2, 16),
             tcp ? size_t{512} << 10 : size_t{64} << 10);
+  const std::vector<std::pair<int, size_t>> tcpKiB = {
+      {13, 512}, {14, 256}, {26, 256}, {27, 128}, {52, 128}, {53, 64}, {100000, 64}};
+  for (auto [nranks, kib] : tcpKiB) {
+    const size_t want = (tcp ? kib : 64) << 10;
+    EXPECT_EQ(OfiTransport::defaultEagerBytes(provider, nranks, 16), want) << nranks << " ranks";
+    // Buffers for every peer fit the budget, unless the size is at its 64 KiB floor.
+    if (tcp && kib > 64) EXPECT_LE(want * 20 * static_cast<size_t>(nranks - 1), size_t{128} << 20);
+  }
+  // Fewer credits, fewer buffers per peer: with 8 credits 21 ranks keep 512 KiB.
+  EXPECT_EQ(OfiTransport::defaultEagerBytes(provider, 21, 8), (tcp ? size_t{512} : 64) << 10);
   for (const char* value : {"", "0", "100K"}) {
     ScopedEnv eager("NLCCL_OFI_EAGER_BYTES", value);
     const size_t byDefault = tcp ? size_t{512} << 10 : size_t{64} << 10;

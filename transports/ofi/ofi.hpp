@@ -139,9 +139,10 @@ class OfiTransport final : public Transport {
   /// Largest rendezvous fragment for `provider` before its max_msg_size: 512 KiB over tcp (see
   /// ofi_setup.cpp) unless the user set NLCCL_OFI_MAX_MSG_BYTES (`explicitLimit`), else 8 MiB.
   static size_t defaultFragBytes(const std::string& provider, bool explicitLimit);
-  /// Largest eager message for `provider` when NLCCL_OFI_EAGER_BYTES is unset or 0: 512 KiB
-  /// over tcp (see ofi_setup.cpp), else 64 KiB.
-  static size_t defaultEagerBytes(const std::string& provider);
+  /// Largest eager message for `provider` when NLCCL_OFI_EAGER_BYTES is unset or 0, in a job of
+  /// `nranks` with `credits` per peer: over tcp 512 KiB, halved (to 64 KiB at least) until
+  /// control buffers for every peer fit in 128 MiB (see ofi_setup.cpp); else 64 KiB.
+  static size_t defaultEagerBytes(const std::string& provider, int nranks, int credits);
   /// Registrations held (0 unless the provider, or NLCCL_OFI_FORCE_MR_LOCAL, asks for them).
   size_t registrations() const;
   /// Peers that have been set up (sent to or received from at least once).

@@ -35,7 +35,8 @@ constexpr size_t kDefaultMrCache = 64;
 constexpr size_t kMaxFragBytes = 8u << 20;      // one rendezvous fragment, at most
 constexpr size_t kTcpFragBytes = 512u << 10;    // ... over tcp, unless NLCCL_OFI_MAX_MSG_BYTES
 constexpr size_t kEagerBytes = 64u << 10;       // largest eager message (NLCCL_OFI_EAGER_BYTES)
-constexpr size_t kTcpEagerBytes = 512u << 10;   // ... over tcp
+constexpr size_t kTcpEagerBytes = 512u << 10;   // ... over tcp, in small jobs (kTcpEagerBudget)
+constexpr size_t kTcpEagerBudget = 128u << 20;  // control buffers for every peer, over tcp
 constexpr size_t kMaxBounceBytes = 256u << 10;  // one bounce chunk (reduce on arrival)
 constexpr int kExtraCtrlBuffers = 4;            // two Credit messages, a Ping and a Pong
 constexpr int kPollRanks = 16;                  // NLCCL_OFI_WAIT=auto polls up to this many ranks
@@ -112,11 +113,19 @@ size_t OfiTransport::defaultFragBytes(const std::string& provider, bool explicit
 // is ahead of its peer waits for. All-reduce over loopback, 256 KiB-1 MiB (messages of 128-512
 // KiB), nlccl / Open MPI time, 64 KiB against 512 KiB, alternating launches: 2 ranks (medians
 // of 4) 0.76-1.37 against 0.59-0.87, 4 ranks (3 launches) 0.70-0.90 against 0.50-0.69
-// (docs/ofi.md). 2 MiB eager was no better at 2 MiB. The price is memory: NLCCL_OFI_CREDITS + 4
-// control buffers of this size per peer in use (10 MiB at 512 KiB), registered nowhere (tcp
-// needs none); efa, which pins them, and shm keep 64 KiB.
-size_t OfiTransport::defaultEagerBytes(const std::string& provider) {
-  return isTcp(provider) ? kTcpEagerBytes : kEagerBytes;
+// (docs/ofi.md). 2 MiB eager was no better at 2 MiB. The price is memory: `credits` + 4 control
+// buffers of this size per peer in use (10 MiB at 512 KiB), registered nowhere (tcp needs none),
+// and touched as eager messages fill them. So the size shrinks in larger jobs (by powers of two,
+// down to 64 KiB) until buffers for every other rank fit in kTcpEagerBudget (an all-to-all
+// reaches every peer): at the default 16 credits 512 KiB up to 13 ranks, 256 KiB up to 26,
+// 128 KiB up to 52, 64 KiB beyond. efa, which pins them, and shm keep 64 KiB.
+size_t OfiTransport::defaultEagerBytes(const std::string& provider, int nranks, int credits) {
+  if (!isTcp(provider)) return kEagerBytes;
+  const size_t buffers = static_cast<size_t>(std::max(nranks - 1, 1)) *
+                         static_cast<size_t>(std::max(credits, 0) + kExtraCtrlBuffers);
+  size_t eager = kTcpEagerBytes;
+  while (eager > kEagerBytes && eager * buffers > kTcpEagerBudget) eager /= 2;
+  return eager;
 }
 
 // The one place that reads the transport's environment variables.
@@ -268,7 +277,8 @@ Status OfiTransport::setup(const AllGatherFn& allGather, const Options& opt) {
     }
     size_t maxMsg = info->ep_attr->max_msg_size;
     if (opt.maxMsgBytes) maxMsg = std::min(maxMsg, opt.maxMsgBytes);
-    const size_t eager = opt.eagerBytes ? opt.eagerBytes : defaultEagerBytes(providerName_);
+    const size_t eager =
+        opt.eagerBytes ? opt.eagerBytes : defaultEagerBytes(providerName_, nranks_, opt.credits);
     eagerBytes_ = std::min(eager, maxMsg - sizeof(ofi::CtrlHeader));
     ctrlBytes_ = sizeof(ofi::CtrlHeader) + eagerBytes_;
     fragBytes_ = std::min(maxMsg, defaultFragBytes(providerName_, opt.maxMsgBytes != 0));
