@@ -1,6 +1,7 @@
 // A data path made of several transports: each peer's messages go to the transport the registry
-// chose for that pair. Progress, abort and wake reach all of them; a wait blocks on the one a
-// message is most likely to come through and polls the others.
+// chose for that pair. Progress, abort and wake reach all of them; a wait polls all of them for
+// a while (a part such as ofi over tcp moves its peers' traffic only inside its progress calls),
+// then blocks on each in turn for short slices.
 #pragma once
 
 #include <memory>
