@@ -49,15 +49,20 @@ class Part : public Transport {
   std::atomic<uint32_t> epoch_{0};
 };
 
+/// A Router of rank 0 of 2 whose peer p goes to part p (rank 0 to `a`, rank 1 to `b`).
+Router routerOf(std::unique_ptr<Part> a, std::unique_ptr<Part> b) {
+  std::vector<std::unique_ptr<Transport>> parts;
+  parts.push_back(std::move(a));
+  parts.push_back(std::move(b));
+  return Router(0, 2, std::move(parts), {0, 1});
+}
+
 TEST(Router, WaitPollsEveryPartBeforeBlockingInAny) {
-  auto quiet = std::make_unique<Part>();         // shm, say: nothing arrives
-  auto polled = std::make_unique<Part>(3);       // ofi: its third progress call completes a send
+  auto quiet = std::make_unique<Part>();    // shm, say: nothing arrives
+  auto polled = std::make_unique<Part>(3);  // ofi: its third progress call completes a send
   Part* q = quiet.get();
   Part* p = polled.get();
-  std::vector<std::unique_ptr<Transport>> parts;
-  parts.push_back(std::move(quiet));
-  parts.push_back(std::move(polled));
-  Router router(0, 2, std::move(parts), {0, 1});
+  Router router = routerOf(std::move(quiet), std::move(polled));
   const uint32_t seen = router.activityEpoch();
   router.waitActivity(seen, std::chrono::seconds(10));
   EXPECT_NE(router.activityEpoch(), seen);
@@ -74,10 +79,7 @@ TEST(Router, LongWaitBlocksAndEndsAtItsTimeout) {
   auto b = std::make_unique<Part>();
   Part* pa = a.get();
   Part* pb = b.get();
-  std::vector<std::unique_ptr<Transport>> parts;
-  parts.push_back(std::move(a));
-  parts.push_back(std::move(b));
-  Router router(0, 2, std::move(parts), {0, 1});
+  Router router = routerOf(std::move(a), std::move(b));
   const auto start = std::chrono::steady_clock::now();
   router.waitActivity(router.activityEpoch(), std::chrono::milliseconds(50));
   EXPECT_GE(std::chrono::steady_clock::now() - start, std::chrono::milliseconds(50));
@@ -88,11 +90,10 @@ TEST(Router, LongWaitBlocksAndEndsAtItsTimeout) {
 // A wake-up through any part ends the wait at once, in its polling phase or after it.
 TEST(Router, WakeThroughEitherPartEndsTheWait) {
   for (int part = 0; part < 2; ++part) {
-    std::vector<std::unique_ptr<Transport>> parts;
-    parts.push_back(std::make_unique<Part>());
-    parts.push_back(std::make_unique<Part>());
-    Transport* target = parts[static_cast<size_t>(part)].get();
-    Router router(0, 2, std::move(parts), {0, 1});
+    auto a = std::make_unique<Part>();
+    auto b = std::make_unique<Part>();
+    Transport* target = part == 0 ? a.get() : b.get();
+    Router router = routerOf(std::move(a), std::move(b));
     const uint32_t seen = router.activityEpoch();
     std::thread waker([target] {
       std::this_thread::sleep_for(std::chrono::milliseconds(20));  // past the polling phase
