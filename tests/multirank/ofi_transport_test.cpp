@@ -345,7 +345,9 @@ TEST_P(OfiTransportTest, EagerLimitIsTheProvidersUnlessSet) {
     const size_t want = (tcp ? kib : 64) << 10;
     EXPECT_EQ(OfiTransport::defaultEagerBytes(provider, nranks, 16), want) << nranks << " ranks";
     // Buffers for every peer fit the budget, unless the size is at its 64 KiB floor.
-    if (tcp && kib > 64) EXPECT_LE(want * 20 * static_cast<size_t>(nranks - 1), size_t{128} << 20);
+    if (tcp && kib > 64) {
+      EXPECT_LE(want * 20 * static_cast<size_t>(nranks - 1), size_t{128} << 20);
+    }
   }
   // Fewer credits, fewer buffers per peer: with 8 credits 21 ranks keep 512 KiB.
   EXPECT_EQ(OfiTransport::defaultEagerBytes(provider, 21, 8), (tcp ? size_t{512} : 64) << 10);
