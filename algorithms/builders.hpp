@@ -26,5 +26,6 @@ plan::Plan hierAllReduce(const plan::Request& req);
 plan::Plan hierAllGather(const plan::Request& req);
 plan::Plan hierReduceScatter(const plan::Request& req);
 plan::Plan hierAllToAll(const plan::Request& req);  ///< AllToAll and AllToAllv
+plan::Plan hierBroadcast(const plan::Request& req);
 
 }  // namespace nlccl::algo

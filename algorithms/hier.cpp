@@ -9,6 +9,10 @@
 //                   that gathers at local index y everything bound for local index y, then one
 //                   across groups between ranks of the same local index (levels beyond the
 //                   first are taken as one: X = nranks / g0).
+//   broadcast:      each rank receives once, from the outermost level at which it first differs
+//                   from the root (counting from level 0), and then sends to its groups at every
+//                   level inside that one, all in one step: one message per other group crosses
+//                   each level (per host, not per rank, across hosts).
 // Level l's inner algorithm is levelAlgorithms[l] (default ring): reduce-scatter and all-gather
 // phases use ring, or recursive halving/doubling for "rhd" (halving needs a power-of-two group,
 // else ring); "tree" only changes the outermost all-reduce (double binary tree); elsewhere it is
@@ -186,6 +190,42 @@ Plan hierKeyed(const plan::Request& req, bool gather) {
 
 }  // namespace
 
+// Broadcast: with m the lowest level at which rank r's coordinate differs from the root's, r
+// receives from the member of its level-m group that has the root's coordinate m (that member
+// shares the root's coordinates below m, so it has the data by then), then sends to the other
+// members of its groups at levels m-1 .. 0. The root (no such m) sends at every level. A rank's
+// sends go in one step: they all read the same buffer, and a level's sends need not wait for
+// another level's to complete (over tcp each one takes the sender's time).
+Plan hierBroadcast(const plan::Request& req) {
+  Plan p = pattern::shell(req, "hier");
+  p.pipelinable = true;  // every transfer moves the whole buffer, so its slices pipeline
+  const Levels lv = levelsOf(req);
+  const int np = req.nranks, root = req.root, nl = lv.levels();
+  const size_t n = req.count;
+  if (n == 0) return p;
+  const Region buf = plan::out(0, n);
+  for (int r = 0; r < np; ++r) {
+    if (!p.builds(r)) continue;
+    int m = 0;
+    while (m < nl && lv.coord(r, m) == lv.coord(root, m)) ++m;
+    if (m < nl) {
+      Step st;
+      st.transfers.push_back(
+          pattern::recv(r + (lv.coord(root, m) - lv.coord(r, m)) * lv.stride[m], buf));
+      pattern::push(p, r, 0, std::move(st));
+    }
+    // Out of place the root sends from Input and copies it to Output on a channel of its own.
+    const Region src = r == root && !req.inPlace ? plan::in(0, n) : buf;
+    Step sends;
+    for (int l = m - 1; l >= 0; --l)
+      for (int j : lv.members(r, l))
+        if (j != r) sends.transfers.push_back(pattern::send(j, src));
+    if (!sends.transfers.empty()) pattern::push(p, r, 0, std::move(sends));
+    if (r == root && !req.inPlace) pattern::local(p, r, 1, LocalKind::Copy, src, buf);
+  }
+  return p;
+}
+
 Plan hierAllGather(const plan::Request& req) { return hierKeyed(req, /*gather=*/true); }
 Plan hierReduceScatter(const plan::Request& req) { return hierKeyed(req, /*gather=*/false); }
 
@@ -361,6 +401,7 @@ std::vector<Entry> hierEntries() {
        [](const plan::Request& r) { return keyedSymmetry(r, false); }},
       {"hier", Collective::AllToAll, hierAllToAll, allToAllSymmetry},
       {"hier", Collective::AllToAllv, hierAllToAll},
+      {"hier", Collective::Broadcast, hierBroadcast},
   };
 }
 

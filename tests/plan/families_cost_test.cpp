@@ -190,10 +190,12 @@ TEST(FamilyCost, DoublingAllGatherSendsItsOwnBlockFromInput) {
         ASSERT_FALSE(steps.empty()) << p;
         const auto& first = steps.front();
         ASSERT_FALSE(first.transfers.empty()) << "p=" << p << " rank " << r << ": a step first";
-        for (const auto& t : first.transfers)
-          if (t.kind == plan::XferKind::Send)
+        for (const auto& t : first.transfers) {
+          if (t.kind == plan::XferKind::Send) {
             EXPECT_EQ(t.region.buffer, inPlace ? plan::Buffer::Output : plan::Buffer::Input)
                 << "p=" << p << " rank " << r;
+          }
+        }
         EXPECT_EQ(first.locals.size(), inPlace ? 0u : 1u) << "p=" << p << " rank " << r;
       }
     }

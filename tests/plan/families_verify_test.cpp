@@ -84,6 +84,36 @@ void hierSweep(const std::vector<std::vector<int>>& shapeList, const std::vector
 #ifndef NLCCL_FAMILIES_SWEEP
 TEST(FamiliesVerify, HierSample) { hierSweep(shapes(), {0, 1, 5, 24}); }
 
+// Broadcast from every root of every shape: each rank receives exactly once (from the outermost
+// level at which it differs from the root), and one message crosses the top level per other
+// group, whichever rank is the root.
+TEST(FamiliesVerify, HierBroadcastFromEveryRoot) {
+  for (const auto& g : shapes()) {
+    int p = 1;
+    for (int x : g) p *= x;
+    for (int root = 0; root < p; ++root)
+      for (bool ip : {false, true}) {
+        plan::Request req = request(Collective::Broadcast, p, 5, ip, root);
+        req.groups = g;
+        EXPECT_EQ(buildAndVerify(req, "hier"), "") << describe(req, "hier");
+        const plan::Plan plan = *algo::build(req, "hier");
+        int crossing = 0;  // messages between groups of the top level
+        const int inner = p / g.back();
+        for (int r = 0; r < p; ++r) {
+          int recvs = 0;
+          for (const auto& ch : plan.ranks.at(r).channels)
+            for (const auto& st : ch.steps)
+              for (const auto& t : st.transfers) {
+                if (t.kind == plan::XferKind::Recv) ++recvs;
+                if (t.kind == plan::XferKind::Send && t.peer / inner != r / inner) ++crossing;
+              }
+          EXPECT_EQ(recvs, r == root ? 0 : 1) << describe(req, "hier") << " rank " << r;
+        }
+        EXPECT_EQ(crossing, g.back() - 1) << describe(req, "hier");
+      }
+  }
+}
+
 TEST(FamiliesVerify, HierWithoutGroupsIsOneLevel) {
   for (int p : {1, 3, 6})
     for (Collective coll : hierCollectives()) {

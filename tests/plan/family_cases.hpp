@@ -64,7 +64,7 @@ inline std::vector<Case> flatCases() {
 }
 inline std::vector<Collective> hierCollectives() {
   return {Collective::AllReduce, Collective::AllGather, Collective::ReduceScatter,
-          Collective::AllToAll, Collective::AllToAllv};
+          Collective::AllToAll, Collective::AllToAllv, Collective::Broadcast};
 }
 
 }  // namespace nlccl::families
