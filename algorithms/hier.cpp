@@ -9,10 +9,10 @@
 //                   that gathers at local index y everything bound for local index y, then one
 //                   across groups between ranks of the same local index (levels beyond the
 //                   first are taken as one: X = nranks / g0).
-//   broadcast:      each rank receives once, from the outermost level at which it first differs
-//                   from the root (counting from level 0), and then sends to its groups at every
-//                   level inside that one, all in one step: one message per other group crosses
-//                   each level (per host, not per rank, across hosts).
+//   broadcast:      each rank receives once, at the innermost level at which its coordinate
+//                   differs from the root's, and then sends to its groups at every level inside
+//                   that one, all in one step: one message per other group crosses each level
+//                   (per host, not per rank, across hosts).
 // Level l's inner algorithm is levelAlgorithms[l] (default ring): reduce-scatter and all-gather
 // phases use ring, or recursive halving/doubling for "rhd" (halving needs a power-of-two group,
 // else ring); "tree" only changes the outermost all-reduce (double binary tree); elsewhere it is
@@ -215,13 +215,14 @@ Plan hierBroadcast(const plan::Request& req) {
       pattern::push(p, r, 0, std::move(st));
     }
     // Out of place the root sends from Input and copies it to Output on a channel of its own.
-    const Region src = r == root && !req.inPlace ? plan::in(0, n) : buf;
+    const bool rootCopies = r == root && !req.inPlace;
+    const Region src = rootCopies ? plan::in(0, n) : buf;
     Step sends;
     for (int l = m - 1; l >= 0; --l)
       for (int j : lv.members(r, l))
         if (j != r) sends.transfers.push_back(pattern::send(j, src));
     if (!sends.transfers.empty()) pattern::push(p, r, 0, std::move(sends));
-    if (r == root && !req.inPlace) pattern::local(p, r, 1, LocalKind::Copy, src, buf);
+    if (rootCopies) pattern::local(p, r, 1, LocalKind::Copy, src, buf);
   }
   return p;
 }

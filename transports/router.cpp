@@ -68,8 +68,7 @@ void Router::waitActivity(uint32_t seen, std::chrono::nanoseconds timeout) {
   const auto deadline = start + timeout;
   const auto pollEnd = start + std::min<std::chrono::nanoseconds>(timeout, kPollAll);
   for (int i = 0;; ++i) {
-    for (auto& t : parts_)
-      if (t->progress() != Status::Success) return;  // the caller's progress() reports it
+    if (progress() != Status::Success) return;  // the caller's progress() reports it
     if (activityEpoch() != seen) return;
     if (std::chrono::steady_clock::now() >= pollEnd) break;
     if (i >= kPollsBeforeYield) std::this_thread::yield();

@@ -84,7 +84,7 @@ void hierSweep(const std::vector<std::vector<int>>& shapeList, const std::vector
 #ifndef NLCCL_FAMILIES_SWEEP
 TEST(FamiliesVerify, HierSample) { hierSweep(shapes(), {0, 1, 5, 24}); }
 
-// Broadcast from every root of every shape: each rank receives exactly once (from the outermost
+// Broadcast from every root of every shape: each rank receives exactly once (at the innermost
 // level at which it differs from the root), and one message crosses the top level per other
 // group, whichever rank is the root.
 TEST(FamiliesVerify, HierBroadcastFromEveryRoot) {
