@@ -62,6 +62,17 @@ using AllGatherFn = std::function<Status(const void* mine, size_t bytes, void* a
 /// `holdWake`, also set before postSend: the caller posts more sends and then calls
 /// Transport::releaseWakes(), so the transport may wake this send's receiver only then (shm: one
 /// memory fence for all of a step's sends instead of one each).
+///
+/// An exchange pair (both set by the caller before posting; the send first, its receive right
+/// after): a send to `peer` and a receive from it of the same bytes whose reducer computes
+/// `pairTarget` = (the send's data) op incoming, the peer posting the mirror pair (a recursive-
+/// doubling round). The send's `pairTarget` names that receive's buffer and the receive's
+/// `pairSend` the send. A transport may then split the work (shm, when both ranks' buffers are
+/// shareable): each rank reduces half of the message and stores it in both ranks' targets, and
+/// each request completes only once its half is in place (the send once the peer's half is in
+/// `pairTarget`). Both results are what the receives alone give, up to the order of op's
+/// operands (each half is computed once, so both ranks hold the same bits). `pairState` is the
+/// transport's. Transports that do not split ignore all three.
 struct Request {
   std::atomic<bool> done{false};
   Status status = Status::Success;
@@ -69,6 +80,10 @@ struct Request {
   bool readOnlySource = false;
   bool streamed = false;  ///< a receive: copy into the buffer with streaming stores
   bool holdWake = false;
+  void* pairTarget = nullptr;   ///< a send of an exchange pair: its receive's buffer
+  Request* pairSend = nullptr;  ///< a receive of an exchange pair: its send
+  enum class Pair : uint8_t { None, Offered, Refused };
+  Pair pairState = Pair::None;  ///< a pair's send: whether the transport offered to split it
   void reset() {
     done.store(false, std::memory_order_relaxed);
     status = Status::Success;
@@ -76,6 +91,9 @@ struct Request {
     readOnlySource = false;
     streamed = false;
     holdWake = false;
+    pairTarget = nullptr;
+    pairSend = nullptr;
+    pairState = Pair::None;
   }
 };
 

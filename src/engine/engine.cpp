@@ -256,6 +256,8 @@ class CollRunner {
           job_->bytesSent += bytes;
           req->readOnlySource = readOnly(t.region.buffer);
           req->holdWake = hold;
+          if (const int pr = cp_->xfers()[xi].paired; pr >= 0)  // its receive is posted next
+            req->pairTarget = slice(cp_->transfer(pr).region, loop).first;
           NLCHECK(tp->postSend(t.peer, tag(s, loop), ptr, bytes, req));
           break;
         case XferKind::Recv:
@@ -273,6 +275,8 @@ class CollRunner {
           // transport copies the Reducer, so a stack copy is enough.
           transport::Reducer fused = reducer_;
           fused.src = slice(t.src, loop).first;
+          if (const int pr = cp_->xfers()[xi].paired; pr >= 0)
+            req->pairSend = &xfers_[pr - firstXfer_].req;
           NLCHECK(tp->postRecv(t.peer, tag(s, loop), ptr, bytes, &fused, req));
           break;
         }

@@ -116,6 +116,15 @@ Status Compiler::addRank(int r, const RankPlan& rp, bool keepPointers) {
         if (t.kind == XferKind::Send) sends_.push_back({sendKey(ch, r, t.peer), xid, false});
         else recvs_.push_back({key(ch, t.peer, r), xid, false});
       }
+      if (st.transfers.size() == 2) {  // an exchange pair (XferInfo::paired)?
+        const Transfer& a = st.transfers[0];
+        const Transfer& b = st.transfers[1];
+        if (a.kind == XferKind::Send && b.kind == XferKind::RecvReduceCopy && a.peer == b.peer &&
+            a.region == b.src && !(b.region == b.src)) {
+          c_.xfers_[static_cast<size_t>(info.firstXfer)].paired = info.firstXfer + 1;
+          c_.xfers_[static_cast<size_t>(info.firstXfer) + 1].paired = info.firstXfer;
+        }
+      }
       // Forwards follow the step's plain sends; two to one rank need receives from one peer.
       for (size_t x = 0; x < st.transfers.size(); ++x) {
         const Transfer& t = st.transfers[x];

@@ -67,6 +67,10 @@ struct XferInfo {
   int peer = -1;     ///< Transfer::peer
   int next = -1;     ///< Transfer::next
   XferKind kind = XferKind::Send;
+  /// An exchange pair (transport.hpp, Request::pairTarget): a step of exactly a Send and then a
+  /// RecvReduceCopy with one peer whose src is the Send's region (a recursive-doubling round).
+  /// The xfer id of the other one of the two, else -1.
+  int paired = -1;
   /// The rank it sends to (peer for Send, next for the fused kinds), -1 when it does not send.
   int target() const { return kind == XferKind::Send ? peer : forwards(kind) ? next : -1; }
 };

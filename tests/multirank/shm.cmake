@@ -14,6 +14,10 @@ if(TARGET nlccl_transport_shm)
   nlccl_test(multirank_shm_exchange_test
              SOURCES ${CMAKE_CURRENT_LIST_DIR}/shm_exchange_test.cpp
              DEPS nlccl_transport_shm nlccl_kernels LABELS multirank TIMEOUT 120)
+  # Split exchanges: each rank of a recursive-doubling round reduces half into both outputs.
+  nlccl_test(multirank_shm_split_test
+             SOURCES ${CMAKE_CURRENT_LIST_DIR}/shm_split_test.cpp
+             DEPS nlccl_api nlccl_transport_shm nlccl_kernels LABELS multirank TIMEOUT 180)
   # nlcclMemAlloc and the single-copy path (through the transport and through the C API).
   nlccl_test(multirank_memalloc_test
              SOURCES ${CMAKE_CURRENT_LIST_DIR}/memalloc_test.cpp

@@ -31,10 +31,11 @@ ShmTransport::~ShmTransport() {
   if (log::enabled(log::Level::Info, log::kShm)) {
     const auto& c = shm::singleCopyCounters();  // of the process: every communicator's
     INFO(log::kShm,
-         "shm: rank %d: single copy so far: %llu sent, %llu read in place (%llu bytes), %llu "
-         "copied out unexpected",
+         "shm: rank %d: single copy so far: %llu sent, %llu read in place and %llu split "
+         "(%llu bytes), %llu copied out unexpected",
          rank_, static_cast<unsigned long long>(c.sent.load()),
          static_cast<unsigned long long>(c.received.load()),
+         static_cast<unsigned long long>(c.split.load()),
          static_cast<unsigned long long>(c.bytes.load()),
          static_cast<unsigned long long>(c.unexpected.load()));
   }
@@ -155,13 +156,19 @@ Status ShmTransport::sendLocked(int peer, uint64_t tag, const void* buf, size_t 
     complete(req, Status::InvalidArgument);
     return Status::InvalidArgument;
   }
-  SendOp op{tag, static_cast<const char*>(buf), bytes, 0, false, req, false, {}};
+  SendOp op{tag, static_cast<const char*>(buf), bytes, 0, false, req, false, {}, false, {}};
   // Read in place by the peer from a smaller size when the sender will not write the buffer
   // during its collective: a line the peer has just read and the sender then rewrites costs a
   // cross-core transfer (an in-place 2-rank rd all-reduce of 16-64 KiB took 2-3x as long so).
   const uint64_t direct = req->readOnlySource ? singleCopyInputBytes_ : singleCopyBytes_;
   if (peer != rank_ && direct != 0 && bytes >= direct)
     op.direct = shmem::findAllocation(buf, bytes, &op.alloc);
+  if (req->pairTarget != nullptr) {  // an exchange pair's send: split when both can (shm.hpp)
+    op.split = op.direct && splitBytes_ != 0 && bytes >= splitBytes_ &&
+               req->pairState == Request::Pair::None &&
+               shmem::findAllocation(req->pairTarget, bytes, &op.target);
+    req->pairState = op.split ? Request::Pair::Offered : Request::Pair::Refused;
+  }
   if (peer == rank_) {
     selfSends_.push_back(op);
     matchSelf();
@@ -203,6 +210,11 @@ Status ShmTransport::recvLocked(int peer, uint64_t tag, void* buf, size_t bytes,
   }
   RecvOp r{tag, static_cast<char*>(buf), bytes, reducer ? *reducer : Reducer{}, reducer != nullptr,
            req};
+  if (Request* ps = req->pairSend; ps != nullptr && peer != rank_) {
+    // Split only what the send offered; a send not yet posted must not offer any more.
+    r.split = ps->pairState == Request::Pair::Offered && reducer != nullptr && reducer->src;
+    if (ps->pairState == Request::Pair::None) ps->pairState = Request::Pair::Refused;
+  }
   if (peer == rank_) {
     selfRecvs_.push_back(r);
     matchSelf();
@@ -305,8 +317,11 @@ Status ShmTransport::pump(int dst) {
       }
       shm::SlotHeader* h = seg.slotHeader(rank_, head);
       *h = shm::SlotHeader{op.tag, op.bytes, 0, op.bytes, shm::kSlotDirect, p.sendSeq++, 0};
-      shm::DirectDescriptor d{shm::kDirectMagic, op.alloc.id,  op.alloc.size,
-                              op.alloc.offset,   op.alloc.fd, 0};
+      auto range = [](const shmem::AllocationRef& a) {
+        return shm::AllocRange{a.id, a.size, a.offset, a.fd, 0};
+      };
+      shm::DirectDescriptor d{shm::kDirectMagic, range(op.alloc), op.split ? shm::kDirectSplit : 0,
+                              op.split ? range(op.target) : shm::AllocRange{}};
       std::memcpy(seg.slotPayload(rank_, head), &d, sizeof d);
       ++head;
       rc->head.store(head, std::memory_order_release);

@@ -35,6 +35,15 @@
 // has waited at the head for kDirectGrace: a sender may be waiting for that send to complete
 // before it sends what the receiver waits for, which eager sends never made it do.
 //
+// Split exchanges: the two ranks of a recursive-doubling round each send their vector and reduce
+// the other's into their output. When both ranks' sends and outputs lie in nlcclMemAlloc memory
+// (and the message is at least NLCCL_SHM_SPLIT_BYTES), each rank instead reduces half of the
+// message straight from the peer's send and stores it both in its own output and, through a
+// writable mapping, in the peer's: half the reduction each, and no pass of the peer's half through
+// the cache. The descriptors say so (kDirectSplit); a rank splits only when both its own send and
+// the peer's were offered, so the two decide alike. A request of the pair completes only once its
+// half is in place: the receive when this rank's half is, the send on the peer's ack.
+//
 // Waiting: waitActivity spins briefly, yields, then sleeps on the segment's futex word; peers ring
 // it when they write a slot for us or free a slot we wrote. Failure: progress() checks the peers'
 // processes every ~50 ms (kill(pid, 0), zombie state and start time in /proc) and the health
@@ -47,6 +56,9 @@
 //   NLCCL_SHM_SINGLE_COPY_BYTES  smallest single-copy send (default 64K; 0 disables)
 //   NLCCL_SHM_SINGLE_COPY_INPUT_BYTES  the same for a send the sender never writes during its
 //                         collective (Request::readOnlySource: an out-of-place Input; default 16K)
+//   NLCCL_SHM_SPLIT_BYTES smallest exchange pair (transport.hpp, Request::pairTarget) split
+//                         between its two ranks (default 64K; 0 disables): both ranks' sends and
+//                         targets single-copy, each reduces half and stores it in both targets
 //   NLCCL_SHM_LL_BYTES    largest LL send (default 128; 0 disables; at most 64K)
 #pragma once
 
@@ -77,6 +89,7 @@ struct SingleCopyCounters {
   std::atomic<uint64_t> received{0};  ///< descriptors delivered straight into a receive
   std::atomic<uint64_t> bytes{0};     ///< bytes moved by those receives
   std::atomic<uint64_t> unexpected{0};  ///< descriptors copied out to the unexpected queue
+  std::atomic<uint64_t> split{0};  ///< exchange pairs' messages split (this rank's halves done)
 };
 SingleCopyCounters& singleCopyCounters();
 
@@ -138,14 +151,17 @@ class ShmTransport final : public Transport {
     Request* req;
     bool direct = false;  // single copy: `alloc` says where `buf` lies
     shmem::AllocationRef alloc;
+    bool split = false;  // an exchange pair's send, offered for a split: `target` as `alloc`
+    shmem::AllocationRef target;
   };
   struct InFlight {  // a direct send waiting for the receiver's ack
     uint64_t seq;    // 1-based count of direct sends to this peer
     Request* req;
   };
-  struct Mapped {  // a peer's allocation, mapped for single-copy reads
+  struct Mapped {  // a peer's allocation, mapped for single-copy reads (and split writes)
     shmem::RemoteMapping map;
     uint64_t lastUse = 0;
+    bool writable = false;
   };
   struct RecvOp {
     uint64_t tag;
@@ -154,6 +170,7 @@ class ShmTransport final : public Transport {
     Reducer reducer;
     bool reduce;
     Request* req;
+    bool split = false;  // an exchange pair's receive whose send was offered for a split
   };
   struct Unexpected {
     uint64_t tag;
@@ -249,7 +266,11 @@ class ShmTransport final : public Transport {
   // *consumed tells whether it did (acked). Errors are fatal for the transport.
   Status drainDirect(int src, const shm::SlotHeader& h, const char* payload, uint64_t tail,
                      uint64_t head, bool* consumed);
-  Status mapDirect(int src, const shm::DirectDescriptor& d, uint64_t bytes, const char** data);
+  /// `bytes` of `src`'s memory at `at`, mapped (writable when asked: a split's target).
+  Status mapDirect(int src, const shm::AllocRange& at, uint64_t bytes, bool writable, char** data);
+  /// The split of an exchange pair (shm_segment.hpp, kDirectSplit): this rank's half of the
+  /// message of descriptor `d` (`bytes`), reduced into `r` and stored at the peer's target.
+  Status splitDeliver(int src, const shm::DirectDescriptor& d, uint64_t bytes, const RecvOp& r);
   void reapAcks(int dst);  // completes direct sends the receiver has acked
   void matchSelf();
   Status checkPeers();      // health callback; marks dead peers
@@ -265,6 +286,7 @@ class ShmTransport final : public Transport {
   std::function<Status()> health_;
   uint64_t singleCopyBytes_ = 0;
   uint64_t singleCopyInputBytes_ = 0;
+  uint64_t splitBytes_ = 0;  ///< smallest exchange pair split (0: never)
   uint64_t llBytes_ = 0;  ///< largest LL send (0: none)
   /// Per rank: the LL line index past the records drainLL has looked at (waits watch it).
   std::unique_ptr<std::atomic<uint64_t>[]> llLook_;

@@ -35,11 +35,12 @@ void complete(Request* req, Status s) {
 
 }  // namespace
 
-Status ShmTransport::mapDirect(int src, const shm::DirectDescriptor& d, uint64_t bytes,
-                               const char** data) {
+Status ShmTransport::mapDirect(int src, const shm::AllocRange& at, uint64_t bytes, bool writable,
+                               char** data) {
   Peer& p = peers_[static_cast<size_t>(src)];
-  auto it = p.maps.find(d.allocId);
-  if (it == p.maps.end() || it->second.map.size() != d.allocSize) {
+  auto it = p.maps.find(at.allocId);
+  if (it == p.maps.end() || it->second.map.size() != at.allocSize ||
+      (writable && !it->second.writable)) {
     if (it == p.maps.end() && p.maps.size() >= kMaxMapsPerPeer) {
       // Allocation ids never repeat, so old entries may be of freed buffers: drop the coldest.
       auto cold = std::min_element(p.maps.begin(), p.maps.end(), [](const auto& a, const auto& b) {
@@ -48,7 +49,7 @@ Status ShmTransport::mapDirect(int src, const shm::DirectDescriptor& d, uint64_t
       p.maps.erase(cold);
     }
     shmem::RemoteMapping m;
-    Status s = shmem::RemoteMapping::open(p.pid, d.fd, d.allocId, d.allocSize, &m);
+    Status s = shmem::RemoteMapping::open(p.pid, at.fd, at.allocId, at.allocSize, &m, writable);
     if (s != Status::Success) {
       if (processDead(p.pid, p.startTime)) {
         WARN("shm: rank %d: peer rank %d died before its single-copy send was read", rank_, src);
@@ -56,13 +57,43 @@ Status ShmTransport::mapDirect(int src, const shm::DirectDescriptor& d, uint64_t
       }
       return s;
     }
-    INFO(log::kShm, "shm: rank %d: mapped rank %d's allocation %016" PRIx64 " (%" PRIu64 " bytes)",
-         rank_, src, d.allocId, d.allocSize);
-    it = p.maps.insert_or_assign(d.allocId, Mapped{std::move(m), 0}).first;
+    INFO(log::kShm, "shm: rank %d: mapped rank %d's allocation %016" PRIx64 " (%" PRIu64 " bytes%s)",
+         rank_, src, at.allocId, at.allocSize, writable ? ", writable" : "");
+    it = p.maps.insert_or_assign(at.allocId, Mapped{std::move(m), 0, writable}).first;
   }
   it->second.lastUse = ++p.mapClock;
-  it->second.map.populate(d.offset, bytes);
-  *data = it->second.map.data() + d.offset;
+  it->second.map.populate(at.offset, bytes);
+  *data = it->second.map.writableData() + at.offset;
+  return Status::Success;
+}
+
+Status ShmTransport::splitDeliver(int src, const shm::DirectDescriptor& d, uint64_t bytes,
+                                  const RecvOp& r) {
+  // The target first: mapping it writable may replace a read-only mapping of the same
+  // allocation (in place, the peer's send and target are one buffer), which `data` would use.
+  char* theirs = nullptr;
+  char* data = nullptr;
+  NLCHECK(mapDirect(src, d.target, bytes, true, &theirs));
+  NLCHECK(mapDirect(src, d.data, bytes, false, &data));
+  // Halves on a boundary both ranks compute alike: whole elements, and whole cache lines where
+  // the element size divides one.
+  const size_t es = r.reducer.elemSize;
+  const size_t unit = 64 % es == 0 ? 64 : es;
+  const size_t mid = bytes / 2 / unit * unit;
+  const size_t lo = rank_ < src ? 0 : mid, hi = rank_ < src ? mid : bytes;
+  // Reduce a piece that stays in the first-level cache, then copy it out to the peer: nearly one
+  // sweep that writes two destinations. Plain stores: the copy reads the piece back.
+  Reducer red = r.reducer;
+  red.streamed = false;
+  constexpr size_t kPiece = 2048;
+  for (size_t off = lo; off < hi; off += kPiece) {
+    const size_t n = std::min(kPiece, hi - off);
+    red.apply(r.buf, off, data + off, n);
+    std::memcpy(theirs + off, r.buf + off, n);
+  }
+  auto& counters = shm::singleCopyCounters();
+  counters.split.fetch_add(1, std::memory_order_relaxed);
+  counters.bytes.fetch_add(hi - lo, std::memory_order_relaxed);
   return Status::Success;
 }
 
@@ -73,11 +104,15 @@ Status ShmTransport::drainDirect(int src, const shm::SlotHeader& h, const char* 
   shm::RingControl* rc = own_.ring(src);
   shm::DirectDescriptor d;
   std::memcpy(&d, payload, sizeof d);  // copy: the peer owns the memory
-  if (h.offset != 0 || h.bytes != h.total || d.magic != shm::kDirectMagic ||
-      d.offset > d.allocSize || h.total > d.allocSize - d.offset || d.fd < 0) {
+  auto holds = [&](const shm::AllocRange& a) {
+    return a.offset <= a.allocSize && h.total <= a.allocSize - a.offset && a.fd >= 0;
+  };
+  const bool split = d.flags == shm::kDirectSplit;
+  if (h.offset != 0 || h.bytes != h.total || d.magic != shm::kDirectMagic || !holds(d.data) ||
+      (d.flags != 0 && !split) || (split && !holds(d.target))) {
     WARN("shm: rank %d: corrupt single-copy descriptor from rank %d (tag 0x%" PRIx64
-         ", %" PRIu64 " bytes at offset %" PRIu64 " of %" PRIu64 ")",
-         rank_, src, h.tag, h.total, d.offset, d.allocSize);
+         ", %" PRIu64 " bytes at offset %" PRIu64 " of %" PRIu64 ", flags %" PRIu64 ")",
+         rank_, src, h.tag, h.total, d.data.offset, d.data.allocSize, d.flags);
     return Status::InternalError;
   }
   // A sender that died or aborted never saw its send complete (no ack yet), and after an abort
@@ -97,21 +132,31 @@ Status ShmTransport::drainDirect(int src, const shm::SlotHeader& h, const char* 
   bool mismatch = false;
   if (takePosted(p, src, h.tag, h.total, &r, &mismatch)) {
     if (!mismatch) {
-      const char* data = nullptr;
-      Status s = mapDirect(src, d, h.total, &data);
+      Status s = Status::Success;
+      if (split && r.split) {
+        s = splitDeliver(src, d, h.total, r);
+      } else {
+        char* data = nullptr;
+        s = mapDirect(src, d.data, h.total, false, &data);
+        if (s == Status::Success) {
+          deliver(r, 0, data, h.total);  // the one copy (or the reduction) of this message
+          counters.received.fetch_add(1, std::memory_order_relaxed);
+          counters.bytes.fetch_add(h.total, std::memory_order_relaxed);
+        }
+      }
       if (s != Status::Success) {
         complete(r.req, s);
         return s;
       }
-      deliver(r, 0, data, h.total);  // the one copy (or the reduction) of this message
-      counters.received.fetch_add(1, std::memory_order_relaxed);
-      counters.bytes.fetch_add(h.total, std::memory_order_relaxed);
       complete(r.req, Status::Success);
     }
     ack();
     return Status::Success;
   }
   // No receive for it yet. Normally it waits at the head (the sender holds its buffer meanwhile).
+  // An offered split always does (see DirectDescriptor): its receive is the next one the pair
+  // posts from this peer.
+  if (split) return Status::Success;
   bool move = false;
   if (!p.posted.empty()) {  // a posted receive may be waiting for what is behind it
     if (head - tail == 1) head = rc->head.load(std::memory_order_acquire);
@@ -127,8 +172,8 @@ Status ShmTransport::drainDirect(int src, const shm::SlotHeader& h, const char* 
     move = ++p.stallSeen >= kDirectGraceCalls && now - p.stallSince >= kDirectGrace;
     if (!move) return Status::Success;
   }
-  const char* data = nullptr;
-  NLCHECK(mapDirect(src, d, h.total, &data));
+  char* data = nullptr;
+  NLCHECK(mapDirect(src, d.data, h.total, false, &data));
   std::unique_ptr<char[]> copy(new char[h.total + 1]);
   std::memcpy(copy.get(), data, h.total);
   p.unexpected.push_back(Unexpected{h.tag, h.total, h.total, true, std::move(copy)});

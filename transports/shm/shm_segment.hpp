@@ -65,16 +65,29 @@ inline uint64_t llLinesFor(size_t bytes) {
   return bytes <= kLLFirst ? 1 : 1 + (bytes - kLLFirst + LLLine::kData - 1) / LLLine::kData;
 }
 
-/// Payload of a direct slot: where the sender's data lies in its nlcclMemAlloc allocation.
-/// The receiver reads it from there and then bumps RingControl::acked.
-struct DirectDescriptor {
-  uint64_t magic;      ///< kDirectMagic
+/// Where a range of a process's nlcclMemAlloc memory lies.
+struct AllocRange {
   uint64_t allocId;    ///< the allocation's unique id
   uint64_t allocSize;  ///< bytes of the whole allocation
-  uint64_t offset;     ///< of the message in the allocation
-  int32_t fd;          ///< the sender's descriptor of the allocation (/proc/<pid>/fd/<fd>)
+  uint64_t offset;     ///< of the range in the allocation
+  int32_t fd;          ///< the owner's descriptor of the allocation (/proc/<pid>/fd/<fd>)
   int32_t pad;
 };
+
+/// Payload of a direct slot: where the sender's data lies in its nlcclMemAlloc allocation.
+/// The receiver reads it from there and then bumps RingControl::acked.
+/// kDirectSplit: the send of an exchange pair (transport.hpp, Request::pairTarget) whose
+/// receive's buffer is `target`. A receiver whose own receive of the pair is split too reduces
+/// only its half (the lower rank the first), stores it in its buffer and at `target`, and acks
+/// once both are written; otherwise it receives the whole message as usual. Such a descriptor
+/// never moves to the unexpected queue: the sender would take the ack for a split.
+struct DirectDescriptor {
+  uint64_t magic;  ///< kDirectMagic
+  AllocRange data;
+  uint64_t flags;  ///< kDirectSplit or 0
+  AllocRange target;  ///< with kDirectSplit
+};
+constexpr uint64_t kDirectSplit = 1;
 constexpr uint64_t kDirectMagic = 0x7463657269646c6eull;
 
 /// Single-producer single-consumer FIFO control: counters only grow, slot = index % slots.

@@ -113,6 +113,7 @@ Status ShmTransport::setup(const AllGatherFn& allGather) {
   singleCopyBytes_ = singleCopyFromEnv();
   singleCopyInputBytes_ =
       singleCopyBytes_ == 0 ? 0 : std::min(singleCopyBytes_, paramShmSingleCopyInputBytes().value);
+  splitBytes_ = singleCopyBytes_ == 0 ? 0 : paramShmSplitBytes().value;
   uint32_t llLines;
   llFromEnv(&llBytes_, &llLines);
   llStage_.reset(new char[shm::kLLMaxBytes]);
