@@ -17,6 +17,7 @@
 
 #include "kernels/reduce.hpp"
 #include "multirank/fork_ranks.hpp"
+#include "multirank/memalloc_allreduce.hpp"
 #include "multirank/shm_harness.hpp"
 #include "nlccl.h"
 #include "transports/shm/shm.hpp"
@@ -424,34 +425,9 @@ void allReduceCase(int n, bool expectSingleCopy) {
   std::set<std::string> memfds;
   auto status = testing::forkRanks(n, [n, expectSingleCopy](int r, nlcclComm_t comm) {
     uint64_t recv0 = shm::singleCopyCounters().received.load();
-    for (size_t count : {size_t{3} * n * (kThreshold / 4) / 2 + 5, size_t{4} << 20}) {
-      float* send = nullptr;
-      float* recv = nullptr;
-      if (nlcclMemAlloc(reinterpret_cast<void**>(&send), count * 4) != nlcclSuccess ||
-          nlcclMemAlloc(reinterpret_cast<void**>(&recv), count * 4) != nlcclSuccess)
-        return false;
-      for (bool inPlace : {false, true}) {
-        for (size_t i = 0; i < count; ++i) send[i] = static_cast<float>((i * 7 + r * 13) % 1001);
-        float* out = inPlace ? send : recv;
-        if (nlcclAllReduce(send, out, count, nlcclFloat, nlcclSum, comm, nullptr) !=
-            nlcclSuccess) {
-          fprintf(stderr, "rank %d: %s\n", r, nlcclGetLastError(comm));
-          return false;
-        }
-        testing::recordMemfds();  // our buffers and the peers' we read single-copy
-        for (size_t i = 0; i < count; ++i) {
-          float want = 0;
-          for (int q = 0; q < n; ++q) want += static_cast<float>((i * 7 + q * 13) % 1001);
-          if (out[i] != want) {
-            fprintf(stderr, "rank %d: element %zu of %zu: %g, want %g\n", r, i, count,
-                    static_cast<double>(out[i]), static_cast<double>(want));
-            return false;
-          }
-        }
-      }
-      nlcclMemFree(send);
-      nlcclMemFree(recv);
-    }
+    for (size_t count : {size_t{3} * n * (kThreshold / 4) / 2 + 5, size_t{4} << 20})
+      // After each call: our buffers and the peers' we read single-copy.
+      if (!memAllocAllReduce(n, r, comm, count, testing::recordMemfds)) return false;
     uint64_t direct = shm::singleCopyCounters().received.load() - recv0;
     if ((direct > 0) != expectSingleCopy) {
       fprintf(stderr, "rank %d: %lu single-copy receives\n", r, static_cast<unsigned long>(direct));

@@ -13,6 +13,7 @@
 
 #include "kernels/reduce.hpp"
 #include "multirank/fork_ranks.hpp"
+#include "multirank/memalloc_allreduce.hpp"
 #include "multirank/shm_harness.hpp"
 #include "nlccl.h"
 #include "transports/shm/shm.hpp"
@@ -163,34 +164,8 @@ void allReduceCase(int n) {
   ScopedEnv algo("NLCCL_ALGO", "allreduce:rd");
   auto status = testing::forkRanks(n, [n](int r, nlcclComm_t comm) {
     const uint64_t split0 = shm::singleCopyCounters().split.load();
-    for (size_t count : {size_t{(1 << 18) + 7}, size_t{3} << 20}) {
-      float* send = nullptr;
-      float* recv = nullptr;
-      if (nlcclMemAlloc(reinterpret_cast<void**>(&send), count * 4) != nlcclSuccess ||
-          nlcclMemAlloc(reinterpret_cast<void**>(&recv), count * 4) != nlcclSuccess)
-        return false;
-      for (bool inPlace : {false, true}) {
-        for (size_t i = 0; i < count; ++i) send[i] = static_cast<float>((i * 7 + r * 13) % 1001);
-        float* out = inPlace ? send : recv;
-        if (nlcclAllReduce(send, out, count, nlcclFloat, nlcclSum, comm, nullptr) !=
-            nlcclSuccess) {
-          fprintf(stderr, "rank %d: %s\n", r, nlcclGetLastError(comm));
-          return false;
-        }
-        for (size_t i = 0; i < count; ++i) {
-          float want = 0;
-          for (int q = 0; q < n; ++q) want += static_cast<float>((i * 7 + q * 13) % 1001);
-          if (out[i] != want) {
-            fprintf(stderr, "rank %d: element %zu of %zu (%s): %g, want %g\n", r, i, count,
-                    inPlace ? "in place" : "out of place", static_cast<double>(out[i]),
-                    static_cast<double>(want));
-            return false;
-          }
-        }
-      }
-      nlcclMemFree(send);
-      nlcclMemFree(recv);
-    }
+    for (size_t count : {size_t{(1 << 18) + 7}, size_t{3} << 20})
+      if (!memAllocAllReduce(n, r, comm, count)) return false;
     const uint64_t splits = shm::singleCopyCounters().split.load() - split0;
     if (n == 2 && splits == 0) {
       fprintf(stderr, "rank %d: no split\n", r);

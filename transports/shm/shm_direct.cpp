@@ -70,7 +70,7 @@ Status ShmTransport::mapDirect(int src, const shm::AllocRange& at, uint64_t byte
 Status ShmTransport::splitDeliver(int src, const shm::DirectDescriptor& d, uint64_t bytes,
                                   const RecvOp& r) {
   // The target first: mapping it writable may replace a read-only mapping of the same
-  // allocation (in place, the peer's send and target are one buffer), which `data` would use.
+  // allocation (the peer's send and target may lie in one), which `data` would use.
   char* theirs = nullptr;
   char* data = nullptr;
   NLCHECK(mapDirect(src, d.target, bytes, true, &theirs));
