@@ -57,7 +57,7 @@ void streamCopy(void* dst, const void* src, size_t bytes) {
 }
 
 void streamReduce3(Reduce3Fn fn3, size_t elemSize, void* dst, const void* a, const void* b,
-                   size_t count) {
+                   size_t count, void* dst2) {
 #if defined(__x86_64__)
   if (count * elemSize >= kStreamMinBytes) {  // elements are at most 8 bytes: a block holds many
     alignas(64) char block[kBlockBytes];
@@ -69,12 +69,14 @@ void streamReduce3(Reduce3Fn fn3, size_t elemSize, void* dst, const void* a, con
       const size_t n = std::min(per, count - i), off = i * elemSize;
       fn3(block, x + off, y + off, n);
       streamCopyUnfenced(d + off, block, n * elemSize);
+      if (dst2 != nullptr) streamCopyUnfenced(static_cast<char*>(dst2) + off, block, n * elemSize);
     }
     _mm_sfence();
     return;
   }
 #endif
   fn3(dst, a, b, count);
+  if (dst2 != nullptr) std::memcpy(dst2, dst, count * elemSize);
 }
 
 size_t lastLevelCacheBytes() {

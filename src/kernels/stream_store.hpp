@@ -18,9 +18,10 @@ namespace nlccl::kernels {
 void streamCopy(void* dst, const void* src, size_t bytes);
 
 /// fn3(dst, a, b, count) (elements of `elemSize` bytes), writing dst with streaming stores: the
-/// kernel computes each block into a buffer that stays in L1, which is then streamed out.
+/// kernel computes each block into a buffer that stays in L1, which is then streamed out. With
+/// `dst2`, each block is streamed to both (a split exchange's two outputs: one computation).
 void streamReduce3(Reduce3Fn fn3, size_t elemSize, void* dst, const void* a, const void* b,
-                   size_t count);
+                   size_t count, void* dst2 = nullptr);
 
 /// Smaller copies gain nothing (and a fence each).
 inline constexpr size_t kStreamMinBytes = 4096;

@@ -1,13 +1,14 @@
 // Split exchanges over shm (shm.hpp, "Split exchanges"): the two ranks of an exchange pair
 // (transport.hpp, Request::pairTarget) each reduce half of the message and store it in both
 // targets. Through the transport: exact results and the split counter for element sizes 1-8 and
-// odd counts, the two ranks holding the same bits; no split (and still exact) when a rank's target
+// odd counts, the two ranks holding the same bits, with plain and with streaming stores; no split (and still exact) when a rank's target
 // is not nlcclMemAlloc memory, below NLCCL_SHM_SPLIT_BYTES, with it 0, or when the receive is
 // posted before its send. Through nlcclAllReduce: recursive doubling at 2 and 4 ranks.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
 #include <cstring>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -35,6 +36,7 @@ struct PairCase {
   bool recvFirst = false;  ///< post the receive before its send
   bool expectSplit = true;
   bool signedZeros = false;  ///< every third element +0 on rank 0 and -0 on rank 1
+  bool streamed = false;  ///< the reducer writes with streaming stores (buffers past the cache)
 };
 
 /// Element i of rank r's input, as a double every type holds exactly.
@@ -68,6 +70,7 @@ int pairRank(const PairCase& c, int rank, Shared* sh) {
   const Reducer red0 = Reducer::of(c.type, c.op);
   Reducer red = red0;
   red.src = in;
+  red.streamed = c.streamed;
   Request s, r;
   s.readOnlySource = true;
   s.pairTarget = target;
@@ -132,6 +135,22 @@ TEST(ShmSplit, BothRanksHoldTheSameBits) {
   c.signedZeros = true;
   runPair(c);
 }
+TEST(ShmSplit, StreamedFloatSum) {
+  PairCase c;
+  c.streamed = true;
+  runPair(c);
+}
+TEST(ShmSplit, StreamedInt8MaxOddBytes) {
+  PairCase c{DataType::Int8, RedOp::Max, (1 << 20) + 37};
+  c.streamed = true;
+  runPair(c);
+}
+TEST(ShmSplit, StreamedBothRanksHoldTheSameBits) {
+  PairCase c{DataType::Float32, RedOp::Max};
+  c.signedZeros = true;
+  c.streamed = true;
+  runPair(c);
+}
 TEST(ShmSplit, NotWhenATargetIsNotShared) {
   PairCase c;
   c.sharedTarget[1] = false;
@@ -159,9 +178,11 @@ TEST(ShmSplit, DisabledByEnvironment) {
 
 // Through the C API: recursive doubling (the tuner's choice at 2 ranks for these sizes, forced
 // at 4) on nlcclMemAlloc buffers, out of place and in place, exact sums; the 2-rank out-of-place
-// calls split.
-void allReduceCase(int n) {
+// calls split. `streamBytes`: NLCCL_STREAM_STORE_BYTES, low enough that the calls stream.
+void allReduceCase(int n, const char* streamBytes = nullptr) {
   ScopedEnv algo("NLCCL_ALGO", "allreduce:rd");
+  std::optional<ScopedEnv> stream;
+  if (streamBytes != nullptr) stream.emplace("NLCCL_STREAM_STORE_BYTES", streamBytes);
   auto status = testing::forkRanks(n, [n](int r, nlcclComm_t comm) {
     const uint64_t split0 = shm::singleCopyCounters().split.load();
     for (size_t count : {size_t{(1 << 18) + 7}, size_t{3} << 20})
@@ -178,6 +199,7 @@ void allReduceCase(int n) {
 
 TEST(ShmSplit, AllReduce2Processes) { allReduceCase(2); }
 TEST(ShmSplit, AllReduce4Processes) { allReduceCase(4); }
+TEST(ShmSplit, AllReduceStreamed2Processes) { allReduceCase(2, "64K"); }
 
 }  // namespace
 }  // namespace nlccl::transport::test

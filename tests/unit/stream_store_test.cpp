@@ -1,6 +1,6 @@
 // Streaming-store copies and reductions give memcpy's and the plain kernel's bytes, whatever the
 // alignment of the destination and the size (head, whole lines, tail; below and above
-// kStreamMinBytes), and write nothing outside the destination.
+// kStreamMinBytes), and write nothing outside the destination (or the two destinations).
 #include <gtest/gtest.h>
 
 #include <cstdint>
@@ -48,6 +48,30 @@ TEST(StreamStoreTest, Reduce3MatchesThePlainKernel) {
       streamReduce3(fn3, es, g, a.data(), b.data(), count);
       ASSERT_EQ(0, std::memcmp(g, want.data(), count * es)) << count << " elements";
       ASSERT_EQ(0x5A, g[count * es]) << "wrote past the end, " << count << " elements";
+    }
+  }
+}
+
+// A split exchange's form: each block computed once, streamed to two destinations whose
+// alignments differ from each other's.
+TEST(StreamStoreTest, Reduce3WritesBothDestinations) {
+  for (DataType t : {DataType::Float32, DataType::Int8}) {
+    const size_t es = dataTypeSize(t);
+    const Reduce3Fn fn3 = reduce3Kernel(t, RedOp::Max);
+    for (size_t bytes : kSizes) {
+      const size_t count = bytes / es;
+      const auto a = pattern(count * es, 3), b = pattern(count * es, 4);
+      std::vector<unsigned char> want(count * es + 1);
+      std::vector<unsigned char> one(count * es + 128, 0x5A), two(count * es + 128, 0x5A);
+      fn3(want.data(), a.data(), b.data(), count);
+      unsigned char* g1 = one.data() + 64;
+      unsigned char* g2 = two.data() + 64 + 3 * es;
+      streamReduce3(fn3, es, g1, a.data(), b.data(), count, g2);
+      ASSERT_EQ(0, std::memcmp(g1, want.data(), count * es)) << count << " elements";
+      ASSERT_EQ(0, std::memcmp(g2, want.data(), count * es)) << count << " elements, second";
+      ASSERT_EQ(0x5A, g1[count * es]) << "wrote past the end, " << count << " elements";
+      ASSERT_EQ(0x5A, g2[count * es]) << "wrote past the second's end, " << count;
+      ASSERT_EQ(0x5A, g2[-1]) << "wrote before the second, " << count << " elements";
     }
   }
 }

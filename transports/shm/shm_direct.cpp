@@ -4,6 +4,7 @@
 #include <cinttypes>
 #include <cstring>
 
+#include "kernels/stream_store.hpp"
 #include "transports/shm/shm.hpp"
 #include "util/log.hpp"
 #include "util/process.hpp"
@@ -81,15 +82,21 @@ Status ShmTransport::splitDeliver(int src, const shm::DirectDescriptor& d, uint6
   const size_t unit = 64 % es == 0 ? 64 : es;
   const size_t mid = bytes / 2 / unit * unit;
   const size_t lo = rank_ < src ? 0 : mid, hi = rank_ < src ? mid : bytes;
-  // Reduce a piece that stays in the first-level cache, then copy it out to the peer: nearly one
-  // sweep that writes two destinations. Plain stores: the copy reads the piece back.
-  Reducer red = r.reducer;
-  red.streamed = false;
-  constexpr size_t kPiece = 2048;
-  for (size_t off = lo; off < hi; off += kPiece) {
-    const size_t n = std::min(kPiece, hi - off);
-    red.apply(r.buf, off, data + off, n);
-    std::memcpy(theirs + off, r.buf + off, n);
+  const Reducer& red = r.reducer;
+  if (red.streamed) {
+    // Buffers larger than this rank's share of the cache: each block is computed in L1 and
+    // streamed to both outputs, which then take no room the inputs need.
+    kernels::streamReduce3(red.fn3, es, r.buf + lo, static_cast<const char*>(red.src) + lo,
+                           data + lo, (hi - lo) / es, theirs + lo);
+  } else {
+    // Reduce a piece that stays in the first-level cache, then copy it out to the peer: nearly
+    // one sweep that writes two destinations. Plain stores: the copy reads the piece back.
+    constexpr size_t kPiece = 2048;
+    for (size_t off = lo; off < hi; off += kPiece) {
+      const size_t n = std::min(kPiece, hi - off);
+      red.apply(r.buf, off, data + off, n);
+      std::memcpy(theirs + off, r.buf + off, n);
+    }
   }
   auto& counters = shm::singleCopyCounters();
   counters.split.fetch_add(1, std::memory_order_relaxed);
