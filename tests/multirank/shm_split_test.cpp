@@ -1,9 +1,10 @@
 // Split exchanges over shm (shm.hpp, "Split exchanges"): the two ranks of an exchange pair
 // (transport.hpp, Request::pairTarget) each reduce half of the message and store it in both
 // targets. Through the transport: exact results and the split counter for element sizes 1-8 and
-// odd counts, the two ranks holding the same bits, with plain and with streaming stores; no split (and still exact) when a rank's target
-// is not nlcclMemAlloc memory, below NLCCL_SHM_SPLIT_BYTES, with it 0, or when the receive is
-// posted before its send. Through nlcclAllReduce: recursive doubling at 2 and 4 ranks.
+// odd counts, the two ranks holding the same bits, with plain and with streaming stores; no split
+// (and still exact) when a rank's target is not nlcclMemAlloc memory, below
+// NLCCL_SHM_SPLIT_BYTES, with it 0, or when the receive is posted before its send. Through
+// nlcclAllReduce: recursive doubling at 2 and 4 ranks, and streamed at 2.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
