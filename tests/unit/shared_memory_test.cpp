@@ -87,9 +87,9 @@ long minorFaults() {
 }
 
 /// Sums one byte of each page in [from, to) pages, so that every page is read. Not instrumented:
-/// under ASan the shadow of the pages would fault in too, and be counted.
-__attribute__((no_sanitize("address"))) int readPages(const RemoteMapping& m, size_t from,
-                                                      size_t to) {
+/// under ASan or TSan the shadow of the pages would fault in too, and be counted.
+__attribute__((no_sanitize("address", "thread"))) int readPages(const RemoteMapping& m,
+                                                                size_t from, size_t to) {
   int sum = 0;
   for (size_t i = from; i < to; ++i) sum += static_cast<volatile const char*>(m.data())[i * 4096];
   return sum;
