@@ -78,11 +78,11 @@ Status ShmTransport::splitDeliver(int src, const shm::DirectDescriptor& d, uint6
   NLCHECK(mapDirect(src, d.data, bytes, false, &data));
   // Halves on a boundary both ranks compute alike: whole elements, and whole cache lines where
   // the element size divides one.
-  const size_t es = r.reducer.elemSize;
+  const Reducer& red = r.reducer;
+  const size_t es = red.elemSize;
   const size_t unit = 64 % es == 0 ? 64 : es;
   const size_t mid = bytes / 2 / unit * unit;
   const size_t lo = rank_ < src ? 0 : mid, hi = rank_ < src ? mid : bytes;
-  const Reducer& red = r.reducer;
   if (red.streamed) {
     // Buffers larger than this rank's share of the cache: each block is computed in L1 and
     // streamed to both outputs, which then take no room the inputs need.
